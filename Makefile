@@ -1,0 +1,45 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.12 >/dev/null 2>&1 && echo python3.12 || echo python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# Tests run against PostgreSQL and a Redis database of their own (flushed by the tests).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: venv services browser test lint typecheck bench demo clean
+
+venv: $(BIN)/.installed
+
+$(BIN)/.installed: requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "Python 3.12+ is needed (found " + sys.version.split()[0] + "); install it, e.g. pyenv install 3.12")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $@
+
+services:
+	@scripts/ensure_services.sh
+
+browser:
+	@scripts/ensure_browser.sh
+
+test: venv services browser
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy breakers runs controlplane
+
+bench: venv services
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) bench/run_all.sh
+
+demo: venv
+	$(BIN)/python -m breakers.sdk.example
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,13 @@
+"""Celery application, wired the standard way (cookiecutter-django's config/celery_app.py)."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+
+app = Celery("controlplane")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

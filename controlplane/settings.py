@@ -1,0 +1,142 @@
+"""Settings that run out of the box: SQLite and localhost Redis unless the environment says otherwise.
+
+Every value that differs between machines comes from the environment through the strict helpers
+in ``controlplane.env``. Production (DEBUG off) refuses to start with the development secret.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from controlplane.env import envbool, envfloat, envint, envlist, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"  # noqa: S105 - refused when DEBUG is off
+SECRET_KEY = envstr("SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = envbool("DEBUG", True)
+if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (refusing the dev secret)")
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = envstr("SITE_URL", "http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "runs",
+    "breakers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        envstr("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=envint("DB_CONN_MAX_AGE", 60),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL + a busy timeout let the web server, Celery and the demo share one SQLite file.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+# Lets several test sessions share one PostgreSQL server without colliding.
+if test_name := envstr("TEST_DATABASE_NAME", ""):
+    DATABASES["default"]["TEST"] = {"NAME": test_name}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = envstr("REDIS_URL", "redis://localhost:6379/0")
+# Every Redis call has a timeout: a slow or dead Redis must not hang a request.
+REDIS_SOCKET_TIMEOUT = envfloat("REDIS_SOCKET_TIMEOUT", 2.0)
+
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5}
+CELERY_TIMEZONE = "UTC"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
+}
+
+# --- Breaker defaults (DESIGN.md); per-tool policies override them. ---
+BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
+BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
+BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
+BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
+
+# --- Ingest limits (documented in docs/api.md). ---
+INGEST_MAX_BODY_BYTES = envint("INGEST_MAX_BODY_BYTES", 1_048_576)
+INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", 1000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
+
+# --- Slack ---
+SLACK_WEBHOOK_URL = envstr("SLACK_WEBHOOK_URL", "")
+SLACK_TIMEOUT_SECONDS = envfloat("SLACK_TIMEOUT_SECONDS", 5.0)

@@ -1,0 +1,11 @@
+"""Top-level URLs: the admin, the auth views; the apps add the API and the dashboard."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+]

@@ -1,0 +1,210 @@
+"""What agents report: workers, runs, model calls, tool calls and run/worker-scope transitions.
+
+Every row that comes from an event keeps the client-made event id (unique), so a resent batch is
+recognised and applied once. Strings from agents are untrusted: they are stored as text, truncated
+to the documented limits at ingest, and escaped wherever they are shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from decimal import Decimal
+
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "bp_"
+
+
+def hash_token(raw: str) -> str:
+    # Tokens are 256-bit random strings, so one SHA-256 is enough: no password stretching needed.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
+    def active(self) -> AgentTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class AgentToken(models.Model):
+    """A bearer token for agents (ingest, fleet state) or operators (fleet-wide actions).
+
+    Only the hash is stored; the token is shown once, when it is created.
+    """
+
+    name = models.CharField(max_length=100)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    display_prefix = models.CharField(max_length=12, editable=False)
+    is_operator = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = AgentTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.display_prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @classmethod
+    def issue(cls, *, name: str, is_operator: bool = False) -> tuple[AgentToken, str]:
+        """Create a token and return it with its raw value, which is never stored."""
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            name=name,
+            token_hash=hash_token(raw),
+            display_prefix=raw[:10],
+            is_operator=is_operator,
+        )
+        return token, raw
+
+
+class Worker(models.Model):
+    """An agent worker process, known by the ``worker_id`` it sends with each batch."""
+
+    worker_id = models.CharField(max_length=200, unique=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return self.worker_id
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Run(models.Model):
+    """One agent run. Totals (spend, calls) are kept on the row so lists and charts stay cheap."""
+
+    run_id = models.CharField(max_length=200, unique=True)
+    agent = models.CharField(max_length=200, db_index=True)
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="runs")
+    step_budget = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=RunStatus, default=RunStatus.RUNNING)
+    degraded = models.BooleanField(default=False)
+    steps = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    model_calls = models.PositiveIntegerField(default=0)
+    model_spend_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    tool_attempts = models.PositiveIntegerField(default=0)
+    tool_failures = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["started_at"], name="run_started_idx"),
+            models.Index(fields=["worker", "started_at"], name="run_worker_started_idx"),
+            models.Index(fields=["status", "started_at"], name="run_status_started_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class ModelCall(models.Model):
+    event_id = models.CharField(max_length=100, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_call_rows")
+    ts = models.DateTimeField()
+    step = models.PositiveIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["run", "step"], name="modelcall_run_step_idx"),
+            models.Index(fields=["ts"], name="modelcall_ts_idx"),
+        ]
+
+
+class Outcome(models.TextChoices):
+    """Tool call outcomes (DESIGN.md contract)."""
+
+    SUCCESS = "success"
+    RETRYABLE = "retryable"
+    SEMANTIC = "semantic"
+    BLOCKED = "blocked"
+
+
+class ToolCall(models.Model):
+    """One exhausted tool call: however many HTTP attempts it made, it is one event."""
+
+    event_id = models.CharField(max_length=100, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_call_rows")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="tool_calls")
+    ts = models.DateTimeField()
+    step = models.PositiveIntegerField(null=True, blank=True)
+    tool = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20, choices=Outcome)
+    attempts = models.PositiveIntegerField(default=1)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tool", "ts"], name="toolcall_tool_ts_idx"),
+            models.Index(fields=["run", "step"], name="toolcall_run_step_idx"),
+            models.Index(fields=["worker", "ts"], name="toolcall_worker_ts_idx"),
+            models.Index(fields=["ts"], name="toolcall_ts_idx"),
+        ]
+
+
+class Scope(models.TextChoices):
+    RUN = "run"
+    WORKER = "worker"
+    FLEET = "fleet"
+
+
+class BreakerState(models.TextChoices):
+    """Breaker states (DESIGN.md contract)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+    FORCED_OPEN = "forced_open"
+    FORCED_CLOSED = "forced_closed"
+
+
+class ReportedTransition(models.Model):
+    """A run- or worker-scope breaker transition, as an agent reported it."""
+
+    event_id = models.CharField(max_length=100, unique=True)
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, null=True, blank=True, related_name="transitions"
+    )
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="transitions")
+    ts = models.DateTimeField()
+    scope = models.CharField(max_length=10, choices=Scope)
+    tool = models.CharField(max_length=200)
+    state = models.CharField(max_length=20, choices=BreakerState)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tool", "ts"], name="reported_tool_ts_idx"),
+            models.Index(fields=["worker", "tool", "ts"], name="reported_worker_tool_ts_idx"),
+        ]
+
+
+class IngestedEvent(models.Model):
+    """The dedupe ledger: one row per accepted event id, written in the same transaction as its
+    effects, so a resent batch is recognised even for events that leave no row of their own
+    (``run.started``, ``run.finished``)."""
+
+    event_id = models.CharField(max_length=100, primary_key=True)
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="+")
+    received_at = models.DateTimeField(default=timezone.now, db_index=True)

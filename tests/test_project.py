@@ -1,0 +1,77 @@
+"""The project's own set-up: settings refuse bad configuration, the compose file is valid."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from controlplane.env import envbool, envint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _django_check(**env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG")}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_refuses_the_development_secret() -> None:
+    result = _django_check(DEBUG="False")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_production_starts_with_a_real_secret() -> None:
+    result = _django_check(DEBUG="False", SECRET_KEY="a-real-secret-" + "x" * 40)
+    assert result.returncode == 0, result.stderr
+
+
+def test_envbool_rejects_anything_but_true_or_false(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BP_FLAG", "yes")
+    with pytest.raises(ImproperlyConfigured, match="BP_FLAG must be True or False"):
+        envbool("BP_FLAG", False)
+    monkeypatch.setenv("BP_FLAG", "False")
+    assert envbool("BP_FLAG", True) is False
+
+
+def test_envint_rejects_a_non_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BP_NUMBER", "5s")
+    with pytest.raises(ImproperlyConfigured, match="BP_NUMBER must be an integer"):
+        envint("BP_NUMBER", 5)
+
+
+def _compose_command() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
+        return [docker, "compose"]
+    legacy = shutil.which("docker-compose")
+    return [legacy] if legacy else None
+
+
+def test_compose_file_is_valid() -> None:
+    command = _compose_command()
+    if command is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    result = subprocess.run(
+        [*command, "-f", str(ROOT / "docker-compose.yml"), "config"],
+        env={**os.environ, "SECRET_KEY": "compose-validation"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    for service in ("web:", "worker:", "beat:", "redis:", "postgres:"):
+        assert service in result.stdout

@@ -1,0 +1,68 @@
+"""Agent-side breakers: the pure core an agent process imports (no Django, no I/O on the hot path).
+
+    breaker = ToolBreaker()                       # run scope, THRESHOLD = 5
+    tools = breaker.available(TOOLS)              # same shape, broken tools removed
+    breaker.record_success(name) / breaker.record_failure(name, ToolFailure(...))
+    text = breaker.notice()                       # None, or the text for the model
+
+Worker scope: `WorkerBreakers()` once per process, then `worker.start_run()` per run for a
+`RunBreakers` with the same calls. See DESIGN.md for the contract names.
+"""
+
+from __future__ import annotations
+
+from breakers.sdk.core import (
+    BUDGET_FRACTION_LIMIT,
+    FailureInfo,
+    Outcome,
+    Removal,
+    Scope,
+    SemanticStrike,
+    State,
+    StepBudgetWarning,
+    ToolBreaker,
+    ToolFailure,
+    TransitionCallback,
+    check_step_budget,
+    describe_failure,
+    step_budget_fraction,
+)
+from breakers.sdk.toolsets import filter_tools, tool_name
+from breakers.sdk.worker import (
+    ExternalScope,
+    RunBreakers,
+    ScopeSource,
+    ScopeState,
+    TrialLease,
+    WorkerBreakers,
+)
+
+# --- ControlPlane: the lead adds it here once breakers/sdk/client.py lands -----------------
+# from breakers.sdk.client import ControlPlane
+# (and "ControlPlane" in __all__ below)
+# ---------------------------------------------------------------------------------------------
+
+__all__ = [
+    "BUDGET_FRACTION_LIMIT",
+    "ExternalScope",
+    "FailureInfo",
+    "Outcome",
+    "Removal",
+    "RunBreakers",
+    "Scope",
+    "ScopeSource",
+    "ScopeState",
+    "SemanticStrike",
+    "State",
+    "StepBudgetWarning",
+    "ToolBreaker",
+    "ToolFailure",
+    "TransitionCallback",
+    "TrialLease",
+    "WorkerBreakers",
+    "check_step_budget",
+    "describe_failure",
+    "filter_tools",
+    "step_budget_fraction",
+    "tool_name",
+]

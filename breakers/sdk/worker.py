@@ -1,0 +1,467 @@
+"""Worker scope, and a run's combined view of every scope.
+
+`WorkerBreakers` is shared by all runs of one agent worker process, so only the first runs of
+that worker pay to discover an outage. Its transitions, per tool:
+
+    closed    -> open       `threshold` consecutive retryable failures across the worker's runs
+    open      -> half_open  `acquire_trial()` once the cooldown (default 30 s) has elapsed: exactly
+                            one caller, across all threads, gets the trial lease
+    half_open -> closed     the lease holder records a success; the cooldown resets to its base
+    half_open -> open       the lease holder records a retryable failure; the cooldown doubles,
+                            capped (default 300 s)
+
+`RunBreakers` is what one run talks to: its own `ToolBreaker`, its worker's breakers and any
+wider `ScopeSource` (the fleet state the ControlPlane client caches). A tool that any scope
+removes during the run stays removed for the rest of the run, even after that scope closes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Protocol
+
+from breakers.sdk.core import (
+    Change,
+    Circuit,
+    Clock,
+    FailureInfo,
+    Outcome,
+    Policy,
+    Removal,
+    Scope,
+    State,
+    ToolBreaker,
+    TransitionCallback,
+    describe_failure,
+)
+from breakers.sdk.notice import render_notice
+from breakers.sdk.toolsets import filter_tools
+
+__all__ = [
+    "DEFAULT_COOLDOWN",
+    "DEFAULT_MAX_COOLDOWN",
+    "DEFAULT_TRIAL_LEASE",
+    "ExternalScope",
+    "RunBreakers",
+    "ScopeSource",
+    "ScopeState",
+    "TrialLease",
+    "WorkerBreakers",
+]
+
+DEFAULT_COOLDOWN = 30.0
+DEFAULT_MAX_COOLDOWN = 300.0
+# Longer than one exhausted call (5 attempts took 31 s in the outage we design for), so the
+# holder can finish its trial; short enough that a run which never makes the call, or dies,
+# does not keep the tool half-open for long before another run gets the trial.
+DEFAULT_TRIAL_LEASE = 120.0
+
+_EMPTY: Mapping[str, Removal] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class TrialLease:
+    """The right to make the one half-open trial call of `tool`, until `expires_at`."""
+
+    tool: str
+    token: int
+    expires_at: float
+
+
+class WorkerBreakers:
+    """Worker scope: per-tool breakers shared by every run of this process; thread-safe.
+
+    Only the trial lease holder's result moves a half-open breaker: other runs' late results
+    (calls started before the trip) are kept as the last error but decide nothing. A semantic
+    failure never touches worker state.
+    """
+
+    scope = Scope.WORKER
+
+    def __init__(
+        self,
+        *,
+        threshold: int = ToolBreaker.THRESHOLD,
+        cooldown: float = DEFAULT_COOLDOWN,
+        max_cooldown: float = DEFAULT_MAX_COOLDOWN,
+        backoff: float = 2.0,
+        trial_lease: float = DEFAULT_TRIAL_LEASE,
+        clock: Clock = time.monotonic,
+        on_transition: TransitionCallback | None = None,
+    ) -> None:
+        self.policy = Policy(threshold, cooldown, max_cooldown, backoff)
+        self.trial_lease = trial_lease
+        self.clock = clock
+        self._on_transition = on_transition
+        self._lock = threading.Lock()
+        self._circuits: dict[str, Circuit] = {}
+        self._trials: dict[str, TrialLease] = {}
+        self._tokens = itertools.count(1)
+        # Replaced, never mutated: runs read it on every step without taking the lock.
+        self._removals: Mapping[str, Removal] = _EMPTY
+        self.version = 0  # bumped on every change to removals(), so runs can skip re-reading
+
+    # -- recording -------------------------------------------------------------------------
+
+    def record_success(self, name: str, *, lease: TrialLease | None = None) -> None:
+        """closed: the count goes back to 0. half_open with the current lease: -> closed."""
+        circuit = self._circuits.get(name)
+        if lease is None and (circuit is None or circuit.consecutive == 0):
+            return  # nothing to reset and no trial to decide: skip the lock (see ToolBreaker)
+        change = None
+        with self._lock:
+            circuit = self._circuits.get(name)
+            if circuit is None:
+                return
+            if circuit.state is State.CLOSED:
+                circuit.consecutive = 0
+            elif self._is_current(lease):
+                del self._trials[name]
+                change = circuit.record_success()
+                self._unpublish(name)
+        self._emit(name, change)
+
+    def record_failure(
+        self,
+        name: str,
+        failure: BaseException | str | None = None,
+        *,
+        lease: TrialLease | None = None,
+    ) -> FailureInfo:
+        """Retryable: counts while closed; with the current lease, half_open -> open."""
+        info = describe_failure(failure)
+        self.record_info(name, info, lease=lease)
+        return info
+
+    def record_info(self, name: str, info: FailureInfo, *, lease: TrialLease | None = None) -> None:
+        """`record_failure()` for a failure already classified by `describe_failure()`."""
+        if info.outcome is not Outcome.RETRYABLE:
+            return
+        with self._lock:
+            circuit = self._circuits.get(name)
+            if circuit is None:
+                circuit = self._circuits[name] = Circuit(self.policy)
+            change = self._count_retryable(circuit, name, info, lease)
+        self._emit(name, change)
+
+    def _count_retryable(
+        self, circuit: Circuit, name: str, info: FailureInfo, lease: TrialLease | None
+    ) -> Change | None:
+        if circuit.state is State.HALF_OPEN:
+            if not self._is_current(lease):
+                circuit.last_error = info.error  # a late result: only the trial decides
+                return None
+            del self._trials[name]
+        change = circuit.record_retryable(info.error, info.attempts, self.clock)
+        if change is not None:  # -> open: publish the latest error, the trip's or the trial's
+            self._publish(Removal(name, Scope.WORKER, change.reason, info.error, circuit.opened_at))
+        return change
+
+    # -- the half-open trial ---------------------------------------------------------------
+
+    def acquire_trial(self, name: str) -> TrialLease | None:
+        """The trial lease for `name` if a trial is due and nobody holds it, else None.
+
+        open -> half_open when the cooldown has elapsed. A lease that expired unused is handed
+        to the next caller without a transition: the one trial has still not been made.
+        None for a closed tool too: it needs no trial, call it freely.
+        """
+        change = None
+        with self._lock:
+            circuit = self._circuits.get(name)
+            if circuit is None or circuit.state is State.CLOSED:
+                return None
+            now = self.clock()
+            if circuit.state is State.HALF_OPEN:
+                current = self._trials.get(name)
+                if current is not None and now < current.expires_at:
+                    return None
+            else:
+                change = circuit.begin_trial(now)
+                if change is None:
+                    return None
+            lease = self._trials[name] = TrialLease(
+                name, next(self._tokens), now + self.trial_lease
+            )
+        self._emit(name, change)
+        return lease
+
+    def release_trial(self, lease: TrialLease) -> None:
+        """Give an unused lease back, so the next caller gets the trial at once."""
+        with self._lock:
+            if self._is_current(lease):
+                del self._trials[lease.tool]
+
+    def holds_trial(self, lease: TrialLease) -> bool:
+        """True while `lease` is the tool's current one (even past expiry, until re-granted)."""
+        return self._trials.get(lease.tool) == lease
+
+    def _is_current(self, lease: TrialLease | None) -> bool:
+        return lease is not None and self._trials.get(lease.tool) == lease
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def state(self, name: str) -> State:
+        circuit = self._circuits.get(name)
+        return State.CLOSED if circuit is None else circuit.state
+
+    def is_open(self, name: str) -> bool:
+        """True unless closed: without a trial lease, a run must not call it."""
+        return name in self._removals
+
+    def open_tools(self) -> tuple[str, ...]:
+        return tuple(sorted(self._removals))
+
+    def removals(self) -> Mapping[str, Removal]:
+        """Every tool not closed (open or half_open), as of its last closed -> open."""
+        return self._removals
+
+    def consecutive(self, name: str) -> int:
+        circuit = self._circuits.get(name)
+        return 0 if circuit is None else circuit.consecutive
+
+    def cooldown(self, name: str) -> float:
+        """The cooldown the tool waits, or would wait, before its next trial."""
+        circuit = self._circuits.get(name)
+        return self.policy.cooldown if circuit is None else circuit.cooldown
+
+    def start_run(
+        self,
+        threshold: int | None = None,
+        *,
+        step_budget: int | None = None,
+        sources: Iterable[ScopeSource] = (),
+        on_transition: TransitionCallback | None = None,
+        on_remove: Callable[[Removal], None] | None = None,
+    ) -> RunBreakers:
+        """A new run that shares this worker's breakers (and this worker's clock)."""
+        run = ToolBreaker(
+            threshold, step_budget=step_budget, clock=self.clock, on_transition=on_transition
+        )
+        return RunBreakers(run, worker=self, sources=sources, clock=self.clock, on_remove=on_remove)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _publish(self, removal: Removal) -> None:
+        self._removals = MappingProxyType({**self._removals, removal.tool: removal})
+        self.version += 1
+
+    def _unpublish(self, name: str) -> None:
+        self._removals = MappingProxyType({k: v for k, v in self._removals.items() if k != name})
+        self.version += 1
+
+    def _emit(self, name: str, change: Change | None) -> None:
+        # Outside the lock, so a callback may call back into the breaker without deadlock.
+        if change is not None and self._on_transition is not None:
+            self._on_transition(name, Scope.WORKER, change.old, change.new, change.reason)
+
+
+# -- wider scopes ----------------------------------------------------------------------------
+
+# Which states of a wider scope take a tool out of a run. A fleet half_open is removed too:
+# its probe is driven by the control plane, not by agent runs.
+REMOVING_STATES = frozenset({State.OPEN, State.HALF_OPEN, State.FORCED_OPEN})
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeState:
+    """One tool's state in a wider scope, as that scope's source last heard it."""
+
+    state: State
+    reason: str = ""
+    last_error: str = ""
+
+
+class ScopeSource(Protocol):
+    """A scope a run obeys besides its own and its worker's, e.g. the fleet.
+
+    `snapshot()` is called on every step and must answer from memory (no network): the
+    ControlPlane client refreshes it from a background thread.
+    """
+
+    @property
+    def scope(self) -> Scope: ...
+
+    def snapshot(self) -> Mapping[str, ScopeState]: ...
+
+
+class ExternalScope:
+    """A ready-made ScopeSource: whoever syncs the scope calls `update()` with the new states."""
+
+    def __init__(self, scope: Scope = Scope.FLEET) -> None:
+        self._scope = scope
+        self._states: Mapping[str, ScopeState] = MappingProxyType({})
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    def update(self, states: Mapping[str, ScopeState]) -> None:
+        # One reference swap: readers on other threads see the old or the new map, never half.
+        self._states = MappingProxyType(dict(states))
+
+    def snapshot(self) -> Mapping[str, ScopeState]:
+        return self._states
+
+
+# -- one run's view --------------------------------------------------------------------------
+
+
+class RunBreakers:
+    """One run's view of every scope: same calls as ToolBreaker, plus trial leases and `close()`.
+
+    A tool joins the run's removed set the first time any scope is seen holding it open (run,
+    then worker, then each source, in that order, names the scope) and never leaves it. A fleet
+    `forced_closed` keeps the run and worker breakers from removing a tool not yet removed.
+    When the worker's breaker is due a trial, the first run to ask gets the lease and sees the
+    tool in `available()`; every other run sees it removed.
+    """
+
+    def __init__(
+        self,
+        run: ToolBreaker | None = None,
+        *,
+        worker: WorkerBreakers | None = None,
+        sources: Iterable[ScopeSource] = (),
+        clock: Clock = time.monotonic,
+        on_remove: Callable[[Removal], None] | None = None,
+    ) -> None:
+        self.run = run if run is not None else ToolBreaker(clock=clock)
+        self.worker = worker
+        self.sources = tuple(sources)
+        self._clock = clock
+        self._on_remove = on_remove
+        self._lock = threading.Lock()
+        self._removals: dict[str, Removal] = {}
+        self._removed: frozenset[str] = frozenset()
+        self._leases: dict[str, TrialLease] = {}
+        self._synced = -1  # the sum of the run and worker versions last folded in
+        self._notice: tuple[tuple[int, int], str | None] = ((0, -1), None)
+
+    # -- the three-line wiring -------------------------------------------------------------
+
+    def available[T](self, tools: Iterable[T]) -> list[T]:
+        """A new list in the caller's shape without the tools this run has lost."""
+        return filter_tools(tools, self._sync())
+
+    def notice(self) -> str | None:
+        removed = self._sync()
+        key = (len(removed), self.run.version)
+        if key != self._notice[0]:
+            strikes = [s for s in self.run.semantic_strikes() if s.tool not in removed]
+            self._notice = (key, render_notice(self._removals.values(), strikes))
+        return self._notice[1]
+
+    def record_success(self, name: str) -> None:
+        self.run.record_success(name)
+        if self.worker is not None:
+            lease = self._leases.pop(name, None) if self._leases else None
+            self.worker.record_success(name, lease=lease)
+
+    def record_failure(self, name: str, failure: BaseException | str | None = None) -> FailureInfo:
+        info = self.run.record_failure(name, failure)
+        # A semantic answer to the trial says nothing about health: keep the lease and retry.
+        if self.worker is not None and info.outcome is Outcome.RETRYABLE:
+            self.worker.record_info(name, info, lease=self._leases.pop(name, None))
+        return info
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def is_open(self, name: str) -> bool:
+        """May this run call `name`? False means yes (claiming the worker's trial if one is due)."""
+        return name in self._sync()
+
+    def open_tools(self) -> tuple[str, ...]:
+        return tuple(sorted(self._sync()))
+
+    def removals(self) -> Mapping[str, Removal]:
+        """Every tool this run has lost, with the scope that removed it and when."""
+        self._sync()
+        return MappingProxyType(self._removals)
+
+    def trials(self) -> Mapping[str, TrialLease]:
+        """The worker trial leases this run holds (a call of these tools is the trial call)."""
+        return MappingProxyType(self._leases)
+
+    def close(self) -> None:
+        """The run is over: hand back trial leases it never used."""
+        if self.worker is not None:
+            for lease in self._leases.values():
+                self.worker.release_trial(lease)
+        self._leases.clear()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _sync(self) -> frozenset[str]:
+        """Fold every scope's removals into the run's own set, which only ever grows."""
+        # Both versions only grow, so their sum moves whenever either does. Read them before
+        # the snapshots: a change in between then only costs one more slow pass.
+        versions = self.run.version + (0 if self.worker is None else self.worker.version)
+        if versions == self._synced and not self.sources and not self._leases:
+            return self._removed  # the per-step fast path: nothing new anywhere
+        own = self.run.removals()
+        worker = _EMPTY if self.worker is None else self.worker.removals()
+        with self._lock:
+            added = self._collect(own, worker)
+            if added:
+                self._removals.update((removal.tool, removal) for removal in added)
+                self._removed = frozenset(self._removals)
+            self._synced = versions
+        for removal in added:
+            if self._on_remove is not None:
+                self._on_remove(removal)
+        return self._removed
+
+    def _collect(self, own: Mapping[str, Removal], worker: Mapping[str, Removal]) -> list[Removal]:
+        now = self._clock()
+        external = [(source.scope, source.snapshot()) for source in self.sources]
+        pinned = {
+            name
+            for _, states in external
+            for name, status in states.items()
+            if status.state is State.FORCED_CLOSED
+        }
+        added: dict[str, Removal] = {}
+
+        def remove(removal: Removal) -> None:
+            if removal.tool not in self._removed and removal.tool not in added:
+                added[removal.tool] = replace(removal, since=now)
+
+        for removal in own.values():
+            if removal.tool not in pinned:
+                remove(removal)
+        for name, removal in worker.items():
+            if name not in pinned and name not in added and not self._holds_trial(name):
+                remove(removal)
+        for scope, states in external:
+            for name, status in states.items():
+                if status.state in REMOVING_STATES:
+                    remove(Removal(name, scope, status.reason or status.state, status.last_error))
+        for name in added:
+            self._drop_lease(name)
+        return list(added.values())
+
+    def _holds_trial(self, name: str) -> bool:
+        """Keep or claim the worker's trial lease for `name`; False if another run has it."""
+        assert self.worker is not None
+        if name in self._removed:
+            return False
+        lease = self._leases.get(name)
+        if lease is not None and self.worker.holds_trial(lease):
+            return True
+        lease = self.worker.acquire_trial(name)
+        if lease is None:
+            self._leases.pop(name, None)
+            return False
+        self._leases[name] = lease
+        return True
+
+    def _drop_lease(self, name: str) -> None:
+        lease = self._leases.pop(name, None)
+        if lease is not None and self.worker is not None:
+            self.worker.release_trial(lease)

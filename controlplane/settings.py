@@ -15,7 +15,7 @@ from controlplane.env import envbool, envfloat, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"  # noqa: S105 - refused when DEBUG is off
+DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY = envstr("SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = envbool("DEBUG", True)
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
@@ -32,8 +32,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # serves the API docs page from local static files instead of a CDN
     "runs",
     "breakers",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -45,6 +47,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Every page needs a login except those marked login_not_required; /api/ uses tokens.
+    "dashboard.middleware.LoginRequiredMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -115,6 +119,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # Serves the plotly.min.js that ships inside the plotly package as vendor/plotly.min.js.
+    "dashboard.staticfiles.PlotlyFinder",
+]
 
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
@@ -131,6 +141,19 @@ BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
 BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
 BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
+# Longer than one exhausted call (31 s in the outage we design for), so a trial can finish.
+BREAKER_TRIAL_LEASE_SECONDS = envfloat("BREAKER_TRIAL_LEASE_SECONDS", 120.0)
+# How long Redis remembers an applied event id: longer than any client keeps resending a batch.
+BREAKER_DEDUPE_TTL_SECONDS = envfloat("BREAKER_DEDUPE_TTL_SECONDS", 3600.0)
+# Celery beat's fleet tick: half-open transitions, probes, rebuild after a Redis data loss.
+BREAKER_TICK_SECONDS = envfloat("BREAKER_TICK_SECONDS", 1.0)
+CELERY_BEAT_SCHEDULE = {
+    "fleet-tick": {
+        "task": "breakers.fleet_tick",
+        "schedule": BREAKER_TICK_SECONDS,
+        "options": {"expires": 10},
+    },
+}
 
 # --- Ingest limits (documented in docs/api.md). ---
 INGEST_MAX_BODY_BYTES = envint("INGEST_MAX_BODY_BYTES", 1_048_576)
@@ -140,3 +163,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
 # --- Slack ---
 SLACK_WEBHOOK_URL = envstr("SLACK_WEBHOOK_URL", "")
 SLACK_TIMEOUT_SECONDS = envfloat("SLACK_TIMEOUT_SECONDS", 5.0)
+# Slack accepts about one message a second per incoming webhook (GCRA limiter in Redis).
+SLACK_MIN_INTERVAL_SECONDS = envfloat("SLACK_MIN_INTERVAL_SECONDS", 1.0)
+# Delivery retries: exponential backoff from the base, capped, then the alert is failed.
+SLACK_RETRY_BASE_SECONDS = envfloat("SLACK_RETRY_BASE_SECONDS", 1.0)
+SLACK_RETRY_MAX_SECONDS = envfloat("SLACK_RETRY_MAX_SECONDS", 300.0)
+SLACK_MAX_ATTEMPTS = envint("SLACK_MAX_ATTEMPTS", 12)
+# A tool opening ALERT_FLAP_COUNT times within ALERT_FLAP_WINDOW_SECONDS is flapping: one grouped
+# message instead of one per opening and closing (breakers/alerts.py).
+ALERT_FLAP_COUNT = envint("ALERT_FLAP_COUNT", 3)
+ALERT_FLAP_WINDOW_SECONDS = envfloat("ALERT_FLAP_WINDOW_SECONDS", 600.0)
+# Beat's alert sweep: stuck claims, lost enqueues, the end of a flapping spell.
+ALERT_SWEEP_SECONDS = envfloat("ALERT_SWEEP_SECONDS", 10.0)
+CELERY_BEAT_SCHEDULE["alerts-sweep"] = {
+    "task": "breakers.sweep_alerts",
+    "schedule": ALERT_SWEEP_SECONDS,
+    "options": {"expires": 30},
+}

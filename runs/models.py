@@ -1,7 +1,9 @@
 """What agents report: workers, runs, model calls, tool calls and run/worker-scope transitions.
 
 Every row that comes from an event keeps the client-made event id (unique), so a resent batch is
-recognised and applied once. Strings from agents are untrusted: they are stored as text, truncated
+recognised and applied once. Unique event ids are ``UniqueConstraint``s rather than ``unique=True``:
+on PostgreSQL the latter adds a second ``varchar_pattern_ops`` index nobody queries, and every
+index is paid for at ingest. Strings from agents are untrusted: they are stored as text, truncated
 to the documented limits at ingest, and escaped wherever they are shown.
 """
 
@@ -69,6 +71,9 @@ class Worker(models.Model):
     worker_id = models.CharField(max_length=200, unique=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Events the worker's client had to drop (its buffer was full while the control plane was
+    # unreachable), as it reported them once it could: what the dashboard cannot show.
+    dropped_events = models.PositiveBigIntegerField(default=0, db_default=0)
 
     def __str__(self) -> str:
         return self.worker_id
@@ -84,9 +89,12 @@ class RunStatus(models.TextChoices):
 class Run(models.Model):
     """One agent run. Totals (spend, calls) are kept on the row so lists and charts stay cheap."""
 
-    run_id = models.CharField(max_length=200, unique=True)
-    agent = models.CharField(max_length=200, db_index=True)
-    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="runs")
+    run_id = models.CharField(max_length=200)
+    agent = models.CharField(max_length=200)
+    # Covered by run_worker_started_idx; a second single-column index would only slow inserts.
+    worker = models.ForeignKey(
+        Worker, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
     step_budget = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=RunStatus, default=RunStatus.RUNNING)
     degraded = models.BooleanField(default=False)
@@ -107,15 +115,20 @@ class Run(models.Model):
             models.Index(fields=["started_at"], name="run_started_idx"),
             models.Index(fields=["worker", "started_at"], name="run_worker_started_idx"),
             models.Index(fields=["status", "started_at"], name="run_status_started_idx"),
+            models.Index(fields=["agent", "started_at"], name="run_agent_started_idx"),
         ]
+        constraints = [models.UniqueConstraint(fields=["run_id"], name="run_run_id_uniq")]
 
     def __str__(self) -> str:
         return self.run_id
 
 
 class ModelCall(models.Model):
-    event_id = models.CharField(max_length=100, unique=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_call_rows")
+    event_id = models.CharField(max_length=200)
+    # Covered by modelcall_run_step_idx.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="model_call_rows", db_index=False
+    )
     ts = models.DateTimeField()
     step = models.PositiveIntegerField(null=True, blank=True)
     model = models.CharField(max_length=200, blank=True)
@@ -129,6 +142,12 @@ class ModelCall(models.Model):
             models.Index(fields=["run", "step"], name="modelcall_run_step_idx"),
             models.Index(fields=["ts"], name="modelcall_ts_idx"),
         ]
+        constraints = [
+            models.UniqueConstraint(fields=["event_id"], name="modelcall_event_id_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model or 'model'} call at step {self.step}"
 
 
 class Outcome(models.TextChoices):
@@ -143,9 +162,14 @@ class Outcome(models.TextChoices):
 class ToolCall(models.Model):
     """One exhausted tool call: however many HTTP attempts it made, it is one event."""
 
-    event_id = models.CharField(max_length=100, unique=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_call_rows")
-    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="tool_calls")
+    event_id = models.CharField(max_length=200)
+    # Both covered by the composite indexes below (run, step) and (worker, ts).
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="tool_call_rows", db_index=False
+    )
+    worker = models.ForeignKey(
+        Worker, on_delete=models.PROTECT, related_name="tool_calls", db_index=False
+    )
     ts = models.DateTimeField()
     step = models.PositiveIntegerField(null=True, blank=True)
     tool = models.CharField(max_length=200)
@@ -161,6 +185,12 @@ class ToolCall(models.Model):
             models.Index(fields=["worker", "ts"], name="toolcall_worker_ts_idx"),
             models.Index(fields=["ts"], name="toolcall_ts_idx"),
         ]
+        constraints = [
+            models.UniqueConstraint(fields=["event_id"], name="toolcall_event_id_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.outcome} at step {self.step}"
 
 
 class Scope(models.TextChoices):
@@ -182,11 +212,14 @@ class BreakerState(models.TextChoices):
 class ReportedTransition(models.Model):
     """A run- or worker-scope breaker transition, as an agent reported it."""
 
-    event_id = models.CharField(max_length=100, unique=True)
+    event_id = models.CharField(max_length=200)
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, null=True, blank=True, related_name="transitions"
     )
-    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="transitions")
+    # Covered by reported_worker_tool_ts_idx.
+    worker = models.ForeignKey(
+        Worker, on_delete=models.PROTECT, related_name="transitions", db_index=False
+    )
     ts = models.DateTimeField()
     scope = models.CharField(max_length=10, choices=Scope)
     tool = models.CharField(max_length=200)
@@ -198,6 +231,12 @@ class ReportedTransition(models.Model):
             models.Index(fields=["tool", "ts"], name="reported_tool_ts_idx"),
             models.Index(fields=["worker", "tool", "ts"], name="reported_worker_tool_ts_idx"),
         ]
+        constraints = [
+            models.UniqueConstraint(fields=["event_id"], name="reported_event_id_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} breaker for {self.tool}: {self.state}"
 
 
 class IngestedEvent(models.Model):
@@ -205,6 +244,10 @@ class IngestedEvent(models.Model):
     effects, so a resent batch is recognised even for events that leave no row of their own
     (``run.started``, ``run.finished``)."""
 
-    event_id = models.CharField(max_length=100, primary_key=True)
-    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="+")
+    event_id = models.CharField(max_length=200, primary_key=True)
+    # Never queried by worker: the ledger is only looked up by event id.
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="+", db_index=False)
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return self.event_id

@@ -11,6 +11,7 @@ Worker scope: `WorkerBreakers()` once per process, then `worker.start_run()` per
 
 from __future__ import annotations
 
+from breakers.sdk.client import ControlPlane, Run
 from breakers.sdk.core import (
     BUDGET_FRACTION_LIMIT,
     FailureInfo,
@@ -37,17 +38,14 @@ from breakers.sdk.worker import (
     WorkerBreakers,
 )
 
-# --- ControlPlane: the lead adds it here once breakers/sdk/client.py lands -----------------
-# from breakers.sdk.client import ControlPlane
-# (and "ControlPlane" in __all__ below)
-# ---------------------------------------------------------------------------------------------
-
 __all__ = [
     "BUDGET_FRACTION_LIMIT",
+    "ControlPlane",
     "ExternalScope",
     "FailureInfo",
     "Outcome",
     "Removal",
+    "Run",
     "RunBreakers",
     "Scope",
     "ScopeSource",

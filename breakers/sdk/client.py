@@ -1,0 +1,646 @@
+"""The ControlPlane client: run + worker + fleet scope in the agent process, reporting in the back.
+
+    plane = ControlPlane(url, token=token, worker_id="w1")
+    run = plane.start_run(agent="research", step_budget=20)
+    tools = run.available(TOOLS); text = run.notice()
+    run.record_success("web_search") / run.record_failure("web_search", ToolFailure(...))
+    run.record_model_call(model=..., input_tokens=..., output_tokens=..., cost_usd=...)
+    run.finish(status="completed")
+    plane.close()                       # flushes what is buffered (interpreter exit does too)
+
+Nothing on the agent's side waits on the network. ``available()``, ``notice()`` and every
+``record_*()`` touch in-process state only: the breakers, and a bounded buffer that each
+``record_*()`` appends one event to. A background thread sends the buffer as batches (when
+``batch_size`` events are waiting or ``flush_interval`` has passed), retries with exponential
+backoff and jitter, honours ``Retry-After`` on 429/503, and resends a failed batch with the same
+event ids, so the control plane applies it exactly once whatever happened to the first try.
+A second thread polls ``GET /api/v1/fleet`` with ``If-None-Match``; every ingest reply carries the
+fleet state too. When the buffer is full, new events are dropped (the oldest are kept: they
+include the ``run.started`` later events refer to), counted, and the count is reported with the
+next batch that gets through.
+
+Event ids are a per-process random prefix (64 bits from ``os.urandom``, renewed after ``fork``)
+plus a counter: unique across processes without a ``uuid4()`` per event.
+
+Only the standard library is used, so an agent process needs nothing beyond ``breakers.sdk``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import http.client
+import itertools
+import json
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from breakers.sdk.core import (
+    Clock,
+    FailureInfo,
+    Outcome,
+    Removal,
+    Scope,
+    State,
+    ToolBreaker,
+)
+from breakers.sdk.worker import (
+    DEFAULT_COOLDOWN,
+    DEFAULT_MAX_COOLDOWN,
+    ExternalScope,
+    RunBreakers,
+    ScopeState,
+    WorkerBreakers,
+)
+
+__all__ = ["ControlPlane", "Run", "SenderStats"]
+
+logger = logging.getLogger("breakers.sdk.client")
+
+# Matches the server's limit (docs/api.md): longer texts would be cut there anyway.
+MAX_TEXT_CHARS = 2000
+_RUN_STATUSES = frozenset({"completed", "failed", "cancelled"})
+_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+# -- ids ----------------------------------------------------------------------------------------
+
+
+class _Ids:
+    """Process-unique ids: a random prefix and a counter (``next()`` on a count is atomic)."""
+
+    def __init__(self) -> None:
+        self._renew()
+
+    def _renew(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self._counter = itertools.count(1)
+
+    def new(self) -> str:
+        return f"{self.prefix}-{next(self._counter):x}"
+
+
+_ids = _Ids()
+# A forked child would otherwise repeat its parent's ids.
+os.register_at_fork(after_in_child=_ids._renew)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
+# -- the run handle ------------------------------------------------------------------------------
+
+
+class Run:
+    """One agent run: its own breakers combined with the worker's and the fleet's.
+
+    A tool removed from this run by any scope stays removed for the rest of the run. ``step``
+    counts model calls (the step of a tool call is that of the model call that asked for it)
+    unless the caller passes ``step=`` explicitly.
+    """
+
+    def __init__(self, plane: ControlPlane, *, run_id: str, agent: str, step_budget: int | None):
+        self.plane = plane
+        self.run_id = run_id
+        self.agent = agent
+        self.step_budget = step_budget
+        self.step = 0
+        self.finished = False
+        self.breakers: RunBreakers = plane.worker.start_run(
+            step_budget=step_budget,
+            sources=(plane.fleet,),
+            on_transition=self._on_run_transition,
+        )
+
+    # -- the three-line wiring (same calls as ToolBreaker) --------------------------------
+
+    def available[T](self, tools: Iterable[T]) -> list[T]:
+        """The tools in the caller's shape, without those this run has lost (any scope)."""
+        return self.breakers.available(tools)
+
+    def notice(self) -> str | None:
+        """None, or the text for the model naming each removed tool, its scope and last error."""
+        return self.breakers.notice()
+
+    def removals(self) -> Mapping[str, Removal]:
+        return self.breakers.removals()
+
+    def record_success(
+        self,
+        tool: str,
+        *,
+        duration_ms: int | None = None,
+        attempts: int = 1,
+        step: int | None = None,
+    ) -> None:
+        self.breakers.record_success(tool)
+        self._tool_event(tool, Outcome.SUCCESS, attempts, duration_ms, "", step)
+
+    def record_failure(
+        self,
+        tool: str,
+        failure: BaseException | str | None = None,
+        *,
+        duration_ms: int | None = None,
+        step: int | None = None,
+    ) -> FailureInfo:
+        """Count an exhausted call (a ``ToolFailure`` says retryable or semantic, and how many
+        HTTP attempts it made); anything else counts as retryable."""
+        info = self.breakers.record_failure(tool, failure)
+        self._tool_event(tool, info.outcome, info.attempts, duration_ms, info.error, step)
+        return info
+
+    def record_blocked(self, tool: str, *, step: int | None = None) -> None:
+        """The model asked for a tool this run no longer offers; it was refused locally."""
+        reason = self.removals().get(tool)
+        error = f"blocked by the {reason.scope} breaker" if reason else "blocked"
+        self._tool_event(tool, Outcome.BLOCKED, 0, 0, error, step)
+
+    def record_model_call(
+        self,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        model: str = "",
+        duration_ms: int | None = None,
+        step: int | None = None,
+    ) -> None:
+        self.step += 1
+        self.plane._emit(
+            {
+                "type": "model.call",
+                "run_id": self.run_id,
+                "step": self.step if step is None else step,
+                "model": model,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cost_usd": cost_usd,
+                "duration_ms": duration_ms,
+            }
+        )
+
+    def finish(
+        self, *, status: str = "completed", degraded: bool | None = None, steps: int | None = None
+    ) -> None:
+        """End the run. ``degraded`` defaults to whether the run lost any tool."""
+        if self.finished:
+            return
+        if status not in _RUN_STATUSES:
+            raise ValueError(f"status must be one of {sorted(_RUN_STATUSES)}, got {status!r}")
+        self.finished = True
+        lost_a_tool = bool(self.breakers.removals())
+        self.breakers.close()
+        self.plane._emit(
+            {
+                "type": "run.finished",
+                "run_id": self.run_id,
+                "status": status,
+                "degraded": lost_a_tool if degraded is None else bool(degraded),
+                "steps": self.step if steps is None else steps,
+            }
+        )
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.finish(status="completed" if exc_type is None else "failed")
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _tool_event(
+        self,
+        tool: str,
+        outcome: Outcome,
+        attempts: int,
+        duration_ms: int | None,
+        error: str,
+        step: int | None,
+    ) -> None:
+        self.plane._emit(
+            {
+                "type": "tool.call",
+                "run_id": self.run_id,
+                "step": self.step if step is None else step,
+                "tool": tool,
+                "outcome": str(outcome),
+                "attempts": attempts,
+                "duration_ms": duration_ms,
+                "error": _clip(error),
+            }
+        )
+
+    def _on_run_transition(
+        self, tool: str, scope: Scope, old_state: State, new_state: State, reason: str, /
+    ) -> None:
+        self.plane._emit_transition(tool, scope, new_state, reason, run_id=self.run_id)
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+
+class SenderStats:
+    """What the background sender has done; read it for monitoring or tests."""
+
+    def __init__(self) -> None:
+        self.sent_batches = 0
+        self.accepted = 0
+        self.duplicates = 0
+        self.rejected = 0
+        self.dropped = 0  # buffer full: never sent
+        self.dropped_reported = 0  # of those, acknowledged by the control plane
+        self.failed_attempts = 0  # sends that did not get a 200 (and were retried)
+        self.fleet_polls = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+# -- the client ----------------------------------------------------------------------------------
+
+
+class ControlPlane:
+    """One per agent worker process: worker-scope breakers, the fleet view, and the sender.
+
+    ``url`` is the control plane's base URL (``http://host:8000``). Network calls happen only
+    on the two background threads, each with ``timeout`` seconds per request.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str,
+        worker_id: str,
+        batch_size: int = 100,
+        flush_interval: float = 1.0,
+        max_buffer: int = 10_000,
+        timeout: float = 5.0,
+        fleet_poll_interval: float = 1.0,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        threshold: int = ToolBreaker.THRESHOLD,
+        cooldown: float = DEFAULT_COOLDOWN,
+        max_cooldown: float = DEFAULT_MAX_COOLDOWN,
+        clock: Clock = time.monotonic,
+        start: bool = True,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be http(s)://host[:port], got {url!r}")
+        if not worker_id or len(worker_id) > 200:
+            raise ValueError("worker_id must be 1-200 characters")
+        self.url = url.rstrip("/")
+        self.worker_id = worker_id
+        self.batch_size = max(1, batch_size)
+        self.flush_interval = flush_interval
+        self.max_buffer = max(self.batch_size, max_buffer)
+        self.timeout = timeout
+        self.fleet_poll_interval = fleet_poll_interval
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port
+        self._base_path = parts.path.rstrip("/")
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "User-Agent": "breakers-sdk",
+        }
+        self.stats = SenderStats()
+        self.fleet = ExternalScope(Scope.FLEET)
+        self.fleet_version = -1
+        self.worker = WorkerBreakers(
+            threshold=threshold,
+            cooldown=cooldown,
+            max_cooldown=max_cooldown,
+            clock=clock,
+            on_transition=self._on_worker_transition,
+        )
+        self._buffer: deque[dict[str, Any]] = deque()
+        self._in_flight = 0  # events taken from the buffer and not yet acknowledged
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._flush_requested = False
+        self._drop_report: tuple[str, int] | None = None  # (id, count) resent until acknowledged
+        self._fleet_etag: str | None = None
+        self._stopping = threading.Event()
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        if start:
+            self.start()
+
+    # -- public ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background threads (done by the constructor unless ``start=False``)."""
+        if self._threads:
+            return
+        # The threads hold a weak reference, so a plane nobody uses can still be collected.
+        ref = weakref.ref(self)
+        for target, name in ((_send_loop, "sender"), (_poll_loop, "fleet-poll")):
+            thread = threading.Thread(
+                target=target, args=(ref, self._stopping), name=f"breakers-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        atexit.register(self.close)
+
+    def start_run(
+        self, *, agent: str, step_budget: int | None = None, run_id: str | None = None
+    ) -> Run:
+        run = Run(self, run_id=run_id or f"run-{_ids.new()}", agent=agent, step_budget=step_budget)
+        self._emit(
+            {
+                "type": "run.started",
+                "run_id": run.run_id,
+                "agent": agent,
+                "step_budget": step_budget,
+            }
+        )
+        return run
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Send everything buffered now; True if it was all acknowledged within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._wake:
+            self._flush_requested = True
+            self._wake.notify_all()
+            while self._buffer or self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._threads or not self._threads[0].is_alive():
+                    return False
+                self._wake.wait(min(left, 0.05))
+            return True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Flush within ``timeout`` seconds, then stop the threads. Safe to call twice."""
+        if self._closed:
+            return True
+        self._closed = True
+        atexit.unregister(self.close)
+        flushed = self.flush(timeout) if self._threads else not self._buffer
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=max(0.1, self.timeout))
+        if not flushed:
+            logger.warning("closed with %d events not delivered", self.pending())
+        return flushed
+
+    def pending(self) -> int:
+        """Events buffered or in flight."""
+        return len(self._buffer) + self._in_flight
+
+    def update_fleet(self, snapshot: Mapping[str, Any], *, authoritative: bool = False) -> None:
+        """Take a fleet snapshot (``{"version", "tools"}``). Replies may arrive out of order, so
+        an older version is ignored unless ``authoritative`` (the poll: after a rebuild the
+        control plane's version may start again lower)."""
+        version = snapshot.get("version")
+        tools = snapshot.get("tools")
+        if not isinstance(version, int) or not isinstance(tools, Mapping):
+            return
+        states: dict[str, ScopeState] = {}
+        for name, entry in tools.items():
+            try:
+                state = State(entry.get("state"))
+            except (AttributeError, ValueError):
+                continue  # a state this SDK does not know: ignore rather than guess
+            states[name] = ScopeState(state, str(entry.get("reason") or ""))
+        with self._lock:
+            if version < self.fleet_version and not authoritative:
+                return
+            self.fleet_version = version
+            self.fleet.update(states)
+
+    # -- recording (agent thread; never blocks on the network) ---------------------------
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        event["id"] = _ids.new()
+        event["ts"] = _now_iso()
+        with self._lock:
+            if len(self._buffer) + self._in_flight >= self.max_buffer:
+                self.stats.dropped += 1
+                return
+            self._buffer.append(event)
+            if len(self._buffer) >= self.batch_size:
+                self._wake.notify_all()
+
+    def _emit_transition(
+        self, tool: str, scope: Scope, state: State, reason: str, *, run_id: str | None
+    ) -> None:
+        self._emit(
+            {
+                "type": "breaker.transition",
+                "run_id": run_id,
+                "scope": str(scope),
+                "tool": tool,
+                "state": str(state),
+                "reason": _clip(reason),
+            }
+        )
+
+    def _on_worker_transition(
+        self, tool: str, scope: Scope, old_state: State, new_state: State, reason: str, /
+    ) -> None:
+        self._emit_transition(tool, scope, new_state, reason, run_id=None)
+
+    # -- sending (background thread) -------------------------------------------------------
+
+    def _next_batch(self, stopping: threading.Event) -> list[dict[str, Any]] | None:
+        """Wait until a batch is due; take it out of the buffer (None: stop)."""
+        with self._wake:
+            first_seen: float | None = None
+            while True:
+                if self._buffer or self._drop_report or self.stats.dropped > self._reported():
+                    if first_seen is None:
+                        first_seen = time.monotonic()
+                    due = (
+                        len(self._buffer) >= self.batch_size
+                        or self._flush_requested
+                        or stopping.is_set()
+                        or time.monotonic() - first_seen >= self.flush_interval
+                    )
+                    if due:
+                        break
+                    self._wake.wait(self.flush_interval - (time.monotonic() - first_seen))
+                    continue
+                self._flush_requested = False
+                if stopping.is_set():
+                    return None
+                self._wake.wait(self.flush_interval)
+            count = min(self.batch_size, len(self._buffer))
+            batch = [self._buffer.popleft() for _ in range(count)]
+            self._in_flight = count
+            if self._drop_report is None and self.stats.dropped > self._reported():
+                self._drop_report = (_ids.new(), self.stats.dropped - self._reported())
+            return batch
+
+    def _reported(self) -> int:
+        return self.stats.dropped_reported + (self._drop_report[1] if self._drop_report else 0)
+
+    def _deliver(self, batch: list[dict[str, Any]], stopping: threading.Event) -> bool:
+        """Send one batch until it is acknowledged; False if the plane stopped first (the batch
+        is back at the front of the buffer)."""
+        body: dict[str, Any] = {"worker_id": self.worker_id, "events": batch}
+        if self._drop_report is not None:
+            body["dropped"] = {"id": self._drop_report[0], "count": self._drop_report[1]}
+        payload = json.dumps(body).encode()
+        failures = 0
+        while True:
+            status, headers, reply = self._request("POST", "/api/v1/events", payload)
+            if status == 200 and isinstance(reply, dict):
+                self._acknowledge(batch, reply)
+                return True
+            if status == 400:
+                # The body itself was refused: resending it cannot help. Count it as dropped.
+                logger.error("control plane refused a batch of %d events: %s", len(batch), reply)
+                self._finish_batch(dropped=len(batch))
+                return True
+            self.stats.failed_attempts += 1
+            failures += 1
+            delay = self._retry_delay(failures, headers)
+            if status == 401:
+                logger.error("control plane refused the agent token (401); will keep retrying")
+            elif status == 413 and len(batch) > 1:
+                # Too big for the server's limits: send it in halves (same ids, still once).
+                half = len(batch) // 2
+                self._requeue_front(batch[half:])
+                batch = batch[:half]
+                body["events"] = batch
+                payload = json.dumps(body).encode()
+                continue
+            if stopping.wait(delay):
+                # close() gave up waiting: keep the events (pending() counts them) and stop.
+                self._requeue_front(batch)
+                return False
+
+    def _acknowledge(self, batch: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+        stats = self.stats
+        stats.sent_batches += 1
+        stats.accepted += int(reply.get("accepted", 0))
+        stats.duplicates += int(reply.get("duplicates", 0))
+        rejected = reply.get("rejected") or []
+        stats.rejected += len(rejected)
+        for item in rejected[:5]:
+            logger.warning("control plane rejected an event: %s", item)
+        with self._lock:  # _next_batch() compares these with the drop count under the lock
+            if self._drop_report is not None:
+                stats.dropped_reported += self._drop_report[1]
+                self._drop_report = None
+        fleet = reply.get("fleet")
+        if isinstance(fleet, Mapping):
+            self.update_fleet(fleet)
+        self._finish_batch()
+
+    def _finish_batch(self, dropped: int = 0) -> None:
+        with self._wake:
+            self._in_flight = 0
+            self.stats.dropped += dropped
+            self._wake.notify_all()
+
+    def _requeue_front(self, events: list[dict[str, Any]]) -> None:
+        with self._wake:
+            self._buffer.extendleft(reversed(events))
+            self._in_flight = max(0, self._in_flight - len(events))
+
+    def _retry_delay(self, failures: int, headers: Mapping[str, str]) -> float:
+        retry_after = headers.get("retry-after")
+        if retry_after is not None:
+            try:
+                return min(self.backoff_max, max(0.0, float(retry_after)))
+            except ValueError:
+                pass  # an HTTP date: fall back to backoff
+        exponential = min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
+        return random.uniform(exponential / 2, exponential)  # jitter spreads a fleet's retries
+
+    # -- fleet polling (background thread) ---------------------------------------------------
+
+    def _poll_fleet(self) -> bool:
+        """One ``GET /api/v1/fleet``; False when it failed (the caller backs off)."""
+        extra = {"If-None-Match": self._fleet_etag} if self._fleet_etag else {}
+        status, headers, reply = self._request("GET", "/api/v1/fleet", None, extra)
+        self.stats.fleet_polls += 1
+        if status == 200 and isinstance(reply, Mapping):
+            self._fleet_etag = headers.get("etag")
+            self.update_fleet(reply, authoritative=True)
+            return True
+        return status in (304, 404)  # 404: a control plane without the fleet endpoint
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], Any]:
+        """One request on a fresh connection; status 0 for a network error. Never raises."""
+        connection = self._connection()
+        try:
+            connection.request(
+                method,
+                self._base_path + path,
+                body=body,
+                headers={**self._headers, **(extra_headers or {})},
+            )
+            response = connection.getresponse()
+            raw = response.read()
+            headers = {key.lower(): value for key, value in response.getheaders()}
+        except (OSError, http.client.HTTPException) as exc:
+            logger.debug("%s %s failed: %s", method, path, exc)
+            return 0, {}, None
+        finally:
+            connection.close()
+        try:
+            reply = json.loads(raw) if raw else None
+        except ValueError:
+            reply = None
+        return response.status, headers, reply
+
+
+def _send_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event) -> None:
+    while True:
+        plane = ref()
+        if plane is None:
+            return
+        batch = plane._next_batch(stopping)
+        if batch is None or not plane._deliver(batch, stopping):
+            return
+        del plane
+
+
+def _poll_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event) -> None:
+    failures = 0
+    while not stopping.is_set():
+        plane = ref()
+        if plane is None:
+            return
+        failures = 0 if plane._poll_fleet() else failures + 1
+        delay = plane.fleet_poll_interval
+        if failures:
+            delay = plane._retry_delay(failures, {})
+        del plane
+        stopping.wait(delay)

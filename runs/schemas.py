@@ -1,0 +1,229 @@
+"""The event contract (DESIGN.md): one pydantic model per event type, the batch and the reply.
+
+The same models validate each event and document the API in the OpenAPI schema, so the docs cannot
+drift from what is enforced. Events are validated one by one (not as one list) so that a bad event
+is rejected on its own while the valid events of the same batch are kept.
+
+Limits (docs/api.md): identifiers 1-200 characters without control characters; error and reason
+texts are cut to ``MAX_TEXT_CHARS`` with an ellipsis rather than refused; counts are non-negative
+32-bit integers. Unknown fields are ignored so that a newer SDK can talk to an older server.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+MAX_ID_CHARS = 200
+MAX_TEXT_CHARS = 2000
+MAX_COUNT = 2_147_483_647  # PostgreSQL integer
+MAX_COST_USD = 999_999.0  # ModelCall.cost_usd is DECIMAL(12, 6)
+ELLIPSIS = "…"
+
+# Control characters and lone surrogates: PostgreSQL refuses NUL, UTF-8 cannot encode surrogates,
+# and neither belongs in a name that is shown on the dashboard.
+_BAD_ID_CHARS = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def check_identifier(value: str) -> str:
+    if _BAD_ID_CHARS.search(value):
+        raise ValueError("must not contain control characters or unpaired surrogates")
+    return value
+
+
+def clip_text(value: str) -> str:
+    """Make free text storable and bounded: long texts are cut, never refused."""
+    if len(value) > MAX_TEXT_CHARS:
+        value = value[: MAX_TEXT_CHARS - 1] + ELLIPSIS
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+# Checked inside pydantic-core (fast); a lone surrogate already fails its str conversion.
+NO_CONTROL_CHARS = r"^[^\x00-\x1f\x7f]*$"
+Identifier = Annotated[
+    str,
+    StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS, pattern=NO_CONTROL_CHARS),
+]
+OptionalName = Annotated[
+    str, StringConstraints(strict=True, max_length=MAX_ID_CHARS, pattern=NO_CONTROL_CHARS)
+]
+FreeText = Annotated[str, Field(strict=True), AfterValidator(clip_text)]
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
+PositiveCount = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
+
+OutcomeName = Literal["success", "retryable", "semantic", "blocked"]
+ReportedScope = Literal["run", "worker"]
+# Agents' run and worker breakers only close, open and half-open; forced states are operator
+# actions and fleet transitions are decided by the control plane, so agents cannot report them.
+ReportedState = Literal["closed", "open", "half_open"]
+FinishedStatus = Literal["completed", "failed", "cancelled"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: Identifier = Field(description="Client-made, unique per event; a resent id is a duplicate.")
+    ts: AwareDatetime = Field(description="When it happened, ISO 8601 with a timezone.")
+
+
+class RunStartedEvent(_Event):
+    type: Literal["run.started"]
+    run_id: Identifier
+    agent: Identifier
+    step_budget: PositiveCount | None = None
+
+
+class ModelCallEvent(_Event):
+    type: Literal["model.call"]
+    run_id: Identifier
+    step: Count | None = None
+    model: OptionalName = ""
+    input_tokens: Count
+    output_tokens: Count
+    cost_usd: Annotated[float, Field(strict=True, ge=0, le=MAX_COST_USD, allow_inf_nan=False)]
+    duration_ms: Count | None = None
+
+
+class ToolCallEvent(_Event):
+    type: Literal["tool.call"]
+    run_id: Identifier
+    step: Count | None = None
+    tool: Identifier
+    outcome: OutcomeName
+    attempts: Count | None = Field(
+        default=None, description="HTTP attempts inside the call; default 0 if blocked, else 1."
+    )
+    duration_ms: Count | None = None
+    error: FreeText = Field(default="", description=f"Cut to {MAX_TEXT_CHARS} characters.")
+
+
+class BreakerTransitionEvent(_Event):
+    type: Literal["breaker.transition"]
+    run_id: Identifier | None = Field(default=None, description="Required when scope is 'run'.")
+    scope: ReportedScope
+    tool: Identifier
+    state: ReportedState
+    reason: FreeText = Field(default="", description=f"Cut to {MAX_TEXT_CHARS} characters.")
+
+    @model_validator(mode="after")
+    def _run_scope_needs_run(self) -> BreakerTransitionEvent:
+        if self.scope == "run" and self.run_id is None:
+            raise ValueError("run_id is required when scope is 'run'")
+        return self
+
+
+class RunFinishedEvent(_Event):
+    type: Literal["run.finished"]
+    run_id: Identifier
+    status: FinishedStatus
+    degraded: Annotated[bool, Field(strict=True)] = False
+    steps: Count | None = None
+
+
+AnyEvent = (
+    RunStartedEvent | ModelCallEvent | ToolCallEvent | BreakerTransitionEvent | RunFinishedEvent
+)
+EVENT_MODELS: dict[str, type[_Event]] = {
+    "run.started": RunStartedEvent,
+    "model.call": ModelCallEvent,
+    "tool.call": ToolCallEvent,
+    "breaker.transition": BreakerTransitionEvent,
+    "run.finished": RunFinishedEvent,
+}
+EVENT_TYPES = tuple(EVENT_MODELS)
+
+
+class DroppedReport(BaseModel):
+    """Events the client had to drop because its buffer was full. Counted once per ``id``
+    (a resent report is a duplicate like any event); ``count`` is the number since its last
+    report."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: Identifier
+    count: PositiveCount
+
+
+class EventBatch(BaseModel):
+    """The body of ``POST /api/v1/events`` (for the docs: events are checked one by one)."""
+
+    worker_id: Identifier
+    events: list[Annotated[AnyEvent, Field(discriminator="type")]]
+    dropped: DroppedReport | None = Field(
+        default=None, description="Optional: events the client dropped since its last report."
+    )
+
+
+class Rejected(BaseModel):
+    index: int = Field(description="Position of the event in the batch, from 0.")
+    id: str | None = Field(description="The event's id, when it had a usable one.")
+    reason: str
+
+
+class FleetTool(BaseModel):
+    state: Literal["closed", "open", "half_open", "forced_open", "forced_closed"]
+    since: datetime | None = None
+    reason: str = ""
+    forced: bool = False
+
+
+class FleetState(BaseModel):
+    version: int
+    tools: dict[str, FleetTool]
+
+
+class IngestReply(BaseModel):
+    accepted: int = Field(description="Events written by this request.")
+    duplicates: int = Field(description="Events already written by an earlier request.")
+    rejected: list[Rejected]
+    fleet: FleetState
+
+
+class ErrorReply(BaseModel):
+    detail: str
+
+
+def event_batch_openapi() -> dict[str, Any]:
+    """The request body for the OpenAPI schema; the handler reads the raw body itself."""
+    schema = EventBatch.model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _inline_refs(schema, schema.pop("$defs"))}},
+        }
+    }
+
+
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    # The operation's schema sits inside the OpenAPI document, where pydantic's "#/$defs/..."
+    # references would not resolve; the event models are not recursive, so inlining is finite.
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        # A discriminator's "mapping" names the same unresolvable refs; "propertyName" suffices.
+        return {
+            key: _inline_refs(value, defs)
+            for key, value in node.items()
+            if not (key == "mapping" and "propertyName" in node)
+        }
+    if isinstance(node, list):
+        return [_inline_refs(item, defs) for item in node]
+    return node

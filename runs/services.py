@@ -1,0 +1,473 @@
+"""Ingest: check a batch of agent events and apply each new one exactly once.
+
+One batch is one transaction. Its first write claims the event ids in the dedupe ledger with
+``INSERT ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id``: the ids that come back are new
+and are applied; the others were applied by an earlier request and are counted as duplicates. A
+concurrent resend of the same ids waits on the first transaction's uncommitted ledger rows and then
+sees them as duplicates, so a batch resent after a timeout, a 5xx or a crash between commit and
+reply changes nothing the second time. Everything an event touches (its row, its run's totals and,
+through the fleet hook below, the fleet counters) is keyed by that one claim.
+
+Events are rejected one by one with a reason a person can act on; the valid events of the same
+batch are kept. A rejected event writes nothing, not even its ledger row, so it can be fixed and
+sent again with the same id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from breakers.services import fleet_record_tool_calls, fleet_state
+from runs.models import Outcome
+from runs.schemas import (
+    EVENT_MODELS,
+    EVENT_TYPES,
+    MAX_ID_CHARS,
+    BreakerTransitionEvent,
+    DroppedReport,
+    ModelCallEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolCallEvent,
+    check_identifier,
+)
+from runs.writers import (
+    Claim,
+    Finish,
+    NewRun,
+    RunUpdate,
+    Totals,
+    WriteConflict,
+    Writes,
+    batch_writer,
+)
+
+__all__ = (
+    "AcceptedToolCall",
+    "BatchRefused",
+    "IngestConflict",
+    "IngestResult",
+    "Rejection",
+    "apply_fleet_outcomes",
+    "fleet_state_for_reply",
+    "ingest_batch",
+    "parse_batch",
+    "validate_events",
+)
+
+Event = RunStartedEvent | ModelCallEvent | ToolCallEvent | BreakerTransitionEvent | RunFinishedEvent
+
+_MAX_REASONS = 5
+_FAILED_OUTCOMES = frozenset({Outcome.RETRYABLE.value, Outcome.SEMANTIC.value})
+_MICRO_USD = Decimal("0.000001")
+
+
+class BatchRefused(Exception):
+    """The body is not a batch at all (400) or is too big (413): nothing of it is applied."""
+
+    def __init__(self, detail: str, *, status: int = 400) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+
+
+class IngestConflict(Exception):
+    """A concurrent batch changed a run this one was applying; the whole batch was rolled back
+    and resending it is safe (the API answers 503 with a short Retry-After)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    index: int
+    event_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedToolCall:
+    """A new (non-duplicate) ``tool.call`` event, as handed to the fleet hook."""
+
+    event_id: str
+    ts: datetime
+    worker_id: str
+    run_id: str
+    tool: str
+    outcome: str
+    attempts: int
+    error: str
+
+
+@dataclass(slots=True)
+class IngestResult:
+    accepted: int
+    duplicates: int
+    rejected: list[Rejection]
+    fleet: dict[str, Any]
+
+    def as_reply(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "duplicates": self.duplicates,
+            "rejected": [
+                {"index": r.index, "id": r.event_id, "reason": r.reason} for r in self.rejected
+            ],
+            "fleet": self.fleet,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# FLEET HOOKS — issue 4 (fleet scope) fills these two functions; keep their signatures.
+# ---------------------------------------------------------------------------------------------
+
+
+def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
+    """FLEET HOOK 1: called with the batch's new ``tool.call`` events, inside the ingest
+    transaction, before it commits.
+
+    Whatever this applies (the Redis counters) must be keyed by ``event_id`` as the database rows
+    are: if the transaction then fails, the client resends the batch, the database applies it
+    and this hook must recognise the ids it has already counted. Raising here rolls the whole
+    batch back.
+    """
+    fleet_record_tool_calls(calls=tool_calls)
+
+
+def fleet_state_for_reply() -> dict[str, Any]:
+    """FLEET HOOK 2: the fleet state every ingest reply carries, in the shape of
+    ``GET /api/v1/fleet``: ``{"version": int, "tools": {name: {"state", "since", "reason",
+    "forced"}}}``."""
+    return fleet_state().as_json()
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and validation (no database)
+# ---------------------------------------------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    worker_id: str
+    events: list[Any]
+    dropped: DropReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DropReport:
+    """Events a client had to drop (its buffer was full): counted once per report id."""
+
+    report_id: str
+    count: int
+
+
+def parse_batch(raw: bytes, *, max_events: int) -> Batch:
+    """Decode the body into a ``Batch`` or refuse it as a whole."""
+    if not raw:
+        raise BatchRefused("empty body: send a JSON object with 'worker_id' and 'events'")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BatchRefused(f"body is not UTF-8 (byte {exc.start})") from None
+    try:
+        body = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        raise BatchRefused(f"body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BatchRefused("body must be a JSON object with 'worker_id' and 'events'")
+    worker_id = body.get("worker_id")
+    if not isinstance(worker_id, str) or not 1 <= len(worker_id) <= MAX_ID_CHARS:
+        raise BatchRefused(f"'worker_id' must be a string of 1-{MAX_ID_CHARS} characters")
+    try:
+        check_identifier(worker_id)
+    except ValueError as exc:
+        raise BatchRefused(f"'worker_id' {exc}") from None
+    events = body.get("events")
+    if not isinstance(events, list):
+        raise BatchRefused("'events' must be a JSON array")
+    if len(events) > max_events:
+        raise BatchRefused(
+            f"{len(events)} events in one batch; the limit is {max_events}", status=413
+        )
+    return Batch(worker_id, events, _parse_dropped(body.get("dropped")))
+
+
+def _parse_dropped(value: object) -> DropReport | None:
+    if value is None:
+        return None
+    try:
+        report = DroppedReport.model_validate(value)
+    except ValidationError as exc:
+        raise BatchRefused(f"'dropped' is not valid: {_describe(exc)}") from None
+    return DropReport(report.id, report.count)
+
+
+_FRIENDLY = {
+    "string_pattern_mismatch": "must not contain control characters",
+    "string_unicode": "must be valid Unicode text (no unpaired surrogates)",
+}
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False)[:_MAX_REASONS]:
+        where = ".".join(str(part) for part in error["loc"]) or "event"
+        message = _FRIENDLY.get(error["type"], error["msg"])
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate_events(items: Sequence[Any]) -> tuple[list[tuple[int, Event]], list[Rejection]]:
+    """Check each event on its own; a later event that repeats an id in the batch is rejected."""
+    valid: list[tuple[int, Event]] = []
+    rejected: list[Rejection] = []
+    first_index: dict[str, int] = {}
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            rejected.append(Rejection(index, None, "an event must be a JSON object"))
+            continue
+        raw_id = item.get("id")
+        echo_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= MAX_ID_CHARS else None
+        event_type = item.get("type")
+        model = EVENT_MODELS.get(event_type) if isinstance(event_type, str) else None
+        if model is None:
+            reason = (
+                "missing field 'type'"
+                if event_type is None
+                else f"unknown event type {_short(event_type)}; expected one of "
+                + ", ".join(EVENT_TYPES)
+            )
+            rejected.append(Rejection(index, echo_id, reason))
+            continue
+        try:
+            event: Event = model.model_validate(item)  # type: ignore[assignment]
+        except ValidationError as exc:
+            rejected.append(Rejection(index, echo_id, _describe(exc)))
+            continue
+        if (first := first_index.get(event.id)) is not None:
+            reason = f"duplicate id in this batch (first used at index {first})"
+            rejected.append(Rejection(index, event.id, reason))
+            continue
+        first_index[event.id] = index
+        valid.append((index, event))
+    return valid, rejected
+
+
+# ---------------------------------------------------------------------------------------------
+# Applying a batch
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _RunRef:
+    """A run this batch touches: loaded from the database or started by this batch."""
+
+    run_id: str
+    pk: int | None
+    worker_pk: int
+    worker_name: str
+    started_at: datetime
+    finished: bool
+    started_by: RunStartedEvent | None = None
+    finished_by: RunFinishedEvent | None = None
+    totals: Totals = field(default_factory=Totals)
+
+
+@dataclass(slots=True)
+class _Plan:
+    runs: dict[str, _RunRef]
+    rejected: list[Rejection]
+    writes: Writes
+    fleet_calls: list[AcceptedToolCall]
+
+
+def ingest_batch(
+    *,
+    worker_id: str,
+    events: Sequence[Any],
+    dropped: DropReport | None = None,
+    now: datetime | None = None,
+) -> IngestResult:
+    """Apply a batch from one worker: every valid, new event once; report the rest."""
+    now = now or timezone.now()
+    valid, rejected = validate_events(events)
+    claim_ids = [event.id for _, event in valid]
+    if dropped is not None:
+        claim_ids.append(dropped.report_id)
+    writer = batch_writer()
+    try:
+        with transaction.atomic():
+            claim = writer.claim(
+                worker_id=worker_id,
+                now=now,
+                # Sorted, so two batches that share ids lock ledger rows in the same order.
+                event_ids=sorted(claim_ids),
+                run_ids=sorted({e.run_id for _, e in valid if e.run_id is not None}),
+                lock_timeout_ms=int(getattr(settings, "INGEST_LOCK_TIMEOUT_MS", 5000)),
+                statement_timeout_ms=int(getattr(settings, "INGEST_STATEMENT_TIMEOUT_MS", 15000)),
+            )
+            fresh = [(index, event) for index, event in valid if event.id in claim.new_event_ids]
+            plan = _plan(fresh, claim=claim, worker_id=worker_id)
+            if dropped is not None and dropped.report_id in claim.new_event_ids:
+                plan.writes.dropped_events = dropped.count
+            rejected.extend(plan.rejected)
+            apply_fleet_outcomes(tool_calls=plan.fleet_calls)
+            writer.write(plan.writes, worker_pk=claim.worker_pk)
+    except WriteConflict as exc:
+        raise IngestConflict(str(exc)) from exc
+    rejected.sort(key=lambda r: r.index)
+    return IngestResult(
+        accepted=len(fresh) - len(plan.rejected),
+        duplicates=len(valid) - len(fresh),
+        rejected=rejected,
+        fleet=fleet_state_for_reply(),
+    )
+
+
+def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _Plan:
+    """Resolve each new event's run, reject those that name an unknown or foreign run, and turn
+    the rest into rows and run totals."""
+    worker_pk = claim.worker_pk
+    runs = {
+        run.run_id: _RunRef(
+            run.run_id, run.pk, run.worker_pk, run.worker_name, run.started_at, run.finished
+        )
+        for run in claim.runs.values()
+    }
+    plan = _Plan(runs=runs, rejected=[], writes=Writes(), fleet_calls=[])
+
+    # Runs first, so that the other events of a run may come before its run.started in a batch.
+    for index, event in fresh:
+        if not isinstance(event, RunStartedEvent):
+            continue
+        if event.run_id in runs:
+            plan.rejected.append(
+                Rejection(index, event.id, f"run {event.run_id!r} was already started")
+            )
+            continue
+        runs[event.run_id] = _RunRef(
+            event.run_id, None, worker_pk, worker_id, event.ts, False, started_by=event
+        )
+
+    for index, event in fresh:
+        if isinstance(event, RunStartedEvent):
+            continue
+        ref = runs.get(event.run_id) if event.run_id is not None else None
+        if event.run_id is not None:
+            reason = _refuse_reference(ref, event, worker_pk=worker_pk, worker_id=worker_id)
+            if reason is not None:
+                plan.rejected.append(Rejection(index, event.id, reason))
+                continue
+        _add(ref, event, plan, worker_id=worker_id)
+
+    # Events rejected after their id was claimed leave no trace, so a fixed resend is applied.
+    plan.writes.release_event_ids = [r.event_id for r in plan.rejected if r.event_id]
+    for ref in runs.values():
+        finish = _finish(ref)
+        if ref.started_by is not None:
+            started = ref.started_by
+            plan.writes.new_runs.append(
+                NewRun(
+                    ref.run_id, started.agent, started.step_budget, started.ts, ref.totals, finish
+                )
+            )
+        elif ref.pk is not None and (finish is not None or ref.totals != Totals()):
+            plan.writes.run_updates.append(RunUpdate(ref.pk, ref.run_id, ref.totals, finish))
+    return plan
+
+
+def _refuse_reference(
+    ref: _RunRef | None, event: Event, *, worker_pk: int, worker_id: str
+) -> str | None:
+    run_id = event.run_id
+    if ref is None:
+        return f"unknown run_id {run_id!r}: send its run.started first (earlier or in this batch)"
+    if ref.worker_pk != worker_pk:
+        # A run lives in one agent process; another worker naming it is a client bug (or a
+        # run id collision) and must not change that run or count towards the fleet breaker.
+        return f"run {run_id!r} belongs to worker {ref.worker_name!r}, not {worker_id!r}"
+    if isinstance(event, RunFinishedEvent) and ref.finished:
+        return f"run {run_id!r} has already finished"
+    return None
+
+
+def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> None:
+    """Count an accepted event towards its run and queue its row."""
+    writes = plan.writes
+    if isinstance(event, BreakerTransitionEvent):
+        writes.transitions.append(
+            (event.id, event.run_id, event.ts, event.scope, event.tool, event.state, event.reason)
+        )
+        return
+    assert ref is not None  # every other event type names a run, checked above
+    totals = ref.totals
+    if isinstance(event, RunFinishedEvent):
+        ref.finished = True
+        ref.finished_by = event
+    elif isinstance(event, ModelCallEvent):
+        cost = _usd(event.cost_usd)
+        totals.model_calls += 1
+        totals.model_spend_usd += cost
+        totals.input_tokens += event.input_tokens
+        totals.output_tokens += event.output_tokens
+        writes.model_calls.append((
+            event.id, ref.run_id, event.ts, event.step, event.model, event.input_tokens,
+            event.output_tokens, cost, event.duration_ms,
+        ))  # fmt: skip
+    elif isinstance(event, ToolCallEvent):
+        attempts = _attempts(event)
+        totals.tool_calls += 1
+        totals.tool_attempts += attempts
+        totals.tool_failures += event.outcome in _FAILED_OUTCOMES
+        writes.tool_calls.append((
+            event.id, ref.run_id, event.ts, event.step, event.tool, event.outcome, attempts,
+            event.duration_ms, event.error,
+        ))  # fmt: skip
+        plan.fleet_calls.append(
+            AcceptedToolCall(
+                event_id=event.id,
+                ts=event.ts,
+                worker_id=worker_id,
+                run_id=ref.run_id,
+                tool=event.tool,
+                outcome=event.outcome,
+                attempts=attempts,
+                error=event.error,
+            )
+        )
+
+
+def _usd(cost: float) -> Decimal:
+    return Decimal(repr(cost)).quantize(_MICRO_USD)
+
+
+def _attempts(event: ToolCallEvent) -> int:
+    if event.attempts is not None:
+        return event.attempts
+    return 0 if event.outcome == Outcome.BLOCKED else 1
+
+
+def _finish(ref: _RunRef) -> Finish | None:
+    event = ref.finished_by
+    if event is None:
+        return None
+    # Agent clocks are not ours: a finish stamped before the start counts as zero, not negative.
+    duration_ms = max(0, int((event.ts - ref.started_at).total_seconds() * 1000))
+    return Finish(event.status, event.degraded, event.steps, event.ts, duration_ms)

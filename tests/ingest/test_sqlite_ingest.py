@@ -1,0 +1,72 @@
+"""Ingest on SQLite, the demo's default database: the portable writer, in a process of its own
+(the test session itself runs on PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = r"""
+import json, django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+from runs.models import AgentToken, Run
+call_command("migrate", verbosity=0)
+_, raw = AgentToken.issue(name="demo")
+ts = "2026-11-29T09:12:04Z"
+events = [
+    {"id": "e1", "type": "run.started", "ts": ts, "run_id": "r-1", "agent": "research"},
+    {"id": "e2", "type": "tool.call", "ts": ts, "run_id": "r-1", "tool": "web_search",
+     "outcome": "retryable", "attempts": 5, "error": "503"},
+    {"id": "e3", "type": "model.call", "ts": ts, "run_id": "r-1", "input_tokens": 10,
+     "output_tokens": 2, "cost_usd": 0.25},
+    {"id": "e4", "type": "breaker.transition", "ts": ts, "scope": "worker", "tool": "web_search",
+     "state": "open"},
+    {"id": "e5", "type": "run.finished", "ts": "2026-11-29T09:12:06Z", "run_id": "r-1",
+     "status": "completed", "degraded": True, "steps": 1},
+    {"id": "e6", "type": "tool.call", "ts": ts, "run_id": "r-nope", "tool": "x",
+     "outcome": "success"},
+]
+body = json.dumps({"worker_id": "w-1", "events": events, "dropped": {"id": "d1", "count": 3}})
+client = Client()
+replies = [
+    client.post("/api/v1/events", data=body, content_type="application/json",
+                HTTP_AUTHORIZATION="Bearer " + raw).json()
+    for _ in range(3)
+]
+run = Run.objects.get()
+print(json.dumps({
+    "replies": [[r["accepted"], r["duplicates"], len(r["rejected"])] for r in replies],
+    "run": [run.status, run.tool_calls, run.tool_failures, str(run.model_spend_usd),
+            run.duration_ms],
+    "dropped": run.worker.dropped_events,
+}))
+"""
+
+
+def test_ingest_works_on_sqlite(tmp_path: Path, redis_client: redis.Redis) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "TEST_DATABASE_NAME"}
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        REDIS_URL=settings.REDIS_URL,
+        DJANGO_SETTINGS_MODULE="controlplane.settings",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["replies"] == [[5, 0, 1], [0, 5, 1], [0, 5, 1]]
+    assert result["run"] == ["completed", 1, 1, "0.250000", 2000]
+    assert result["dropped"] == 3

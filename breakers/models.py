@@ -1,3 +1,465 @@
-"""Fleet breaker rows: tools and policies, transitions, incidents, probes, operator actions."""
+"""Fleet breaker rows: tools and policies, transitions, incidents, probes, operator actions.
+
+Redis holds the live fleet state (``breakers/fleet/store.py``); the database holds its history
+and is the source it is rebuilt from when Redis loses its data. Every transition is a row written
+in the same transaction as the ``Tool`` row that mirrors the state it leads to (healthchecks'
+``Flip`` shape), so the newest state of every tool is one query away.
+"""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from breakers.fleet.rules import (
+    OUT_STATES,
+    CauseKind,
+    FleetPolicy,
+    Forced,
+    OperatorActionKind,
+    TrialMode,
+)
+from runs.models import AgentToken, BreakerState
+
+
+def ms_to_datetime(ms: int) -> datetime | None:
+    """Redis's ms timestamps; 0 means never."""
+    return datetime_from_ms(ms) if ms else None
+
+
+def datetime_from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def datetime_to_ms(value: datetime | None) -> int:
+    return round(value.timestamp() * 1000) if value is not None else 0
+
+
+class AutoState(models.TextChoices):
+    """The automatic breaker underneath any forced state."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class ForcedState(models.TextChoices):
+    NONE = "", "not forced"
+    FORCED_OPEN = Forced.OPEN.value, "forced open"
+    FORCED_CLOSED = Forced.CLOSED.value, "forced closed"
+
+
+class Tool(models.Model):
+    """A tool the fleet has seen (it appears with its first ``tool.call``).
+
+    The state fields mirror Redis as of the newest persisted transition (``seq``); they are what
+    ``fleet_rebuild`` writes back when Redis has lost its data.
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=20, choices=BreakerState, default=BreakerState.CLOSED)
+    auto_state = models.CharField(max_length=20, choices=AutoState, default=AutoState.CLOSED)
+    forced = models.CharField(max_length=20, choices=ForcedState, default="", blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+    auto_reason = models.TextField(blank=True)
+    forced_reason = models.TextField(blank=True)
+    cooldown_ms = models.PositiveBigIntegerField(default=0)
+    open_until = models.DateTimeField(null=True, blank=True)
+    window = models.PositiveIntegerField(default=0)
+    seq = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def reason(self) -> str:
+        return self.forced_reason if self.forced else self.auto_reason
+
+    @property
+    def is_out(self) -> bool:
+        return self.state in OUT_STATES
+
+
+class ProbeKind(models.TextChoices):
+    NONE = "", "none (one agent call is the trial)"
+    HTTP = "http", "HTTP check"
+    CALLABLE = "callable", "importable callable"
+
+
+class ProbeMethod(models.TextChoices):
+    GET = "GET"
+    HEAD = "HEAD"
+    POST = "POST"
+
+
+class ToolPolicy(models.Model):
+    """Per-tool overrides; an empty field takes the default from settings (``BREAKER_*``)."""
+
+    tool = models.OneToOneField(
+        Tool, on_delete=models.CASCADE, primary_key=True, related_name="policy"
+    )
+    threshold = models.PositiveIntegerField(null=True, blank=True)
+    cooldown_seconds = models.FloatField(null=True, blank=True)
+    max_cooldown_seconds = models.FloatField(null=True, blank=True)
+    min_workers = models.PositiveIntegerField(null=True, blank=True)
+    probe_kind = models.CharField(max_length=10, choices=ProbeKind, default="", blank=True)
+    probe_url = models.URLField(max_length=500, blank=True)
+    probe_method = models.CharField(max_length=6, choices=ProbeMethod, default=ProbeMethod.GET)
+    probe_expected_status = models.PositiveSmallIntegerField(default=200)
+    probe_timeout_seconds = models.FloatField(default=5.0)
+    probe_callable = models.CharField(max_length=300, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name_plural = "tool policies"
+
+    def __str__(self) -> str:
+        return f"policy of {self.tool}"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.threshold is not None and self.threshold < 1:
+            errors["threshold"] = "must be at least 1"
+        if self.min_workers is not None and self.min_workers < 1:
+            errors["min_workers"] = "must be at least 1"
+        if self.probe_kind == ProbeKind.HTTP and not self.probe_url:
+            errors["probe_url"] = "an HTTP probe needs a URL"
+        if self.probe_kind == ProbeKind.HTTP and not 100 <= self.probe_expected_status <= 599:
+            errors["probe_expected_status"] = "must be an HTTP status (100-599)"
+        if not 0 < self.probe_timeout_seconds <= 60:
+            errors["probe_timeout_seconds"] = "must be more than 0 and at most 60 seconds"
+        if self.probe_kind == ProbeKind.CALLABLE:
+            errors.update(_check_callable(self.probe_callable))
+        try:
+            self.fleet_policy()
+        except ValueError as exc:
+            errors.setdefault("cooldown_seconds", str(exc))
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def trial(self) -> TrialMode:
+        return TrialMode.PROBE if self.probe_kind else TrialMode.LEASE
+
+    def fleet_policy(self) -> FleetPolicy:
+        """These overrides on top of the settings defaults (raises ValueError if inconsistent)."""
+        return effective_policy(self)
+
+    def redis_fields(self) -> dict[str, Any]:
+        """The p_* fields of the tool's Redis hash; None leaves the settings default."""
+        return {
+            "p_threshold": self.threshold,
+            "p_min_workers": self.min_workers,
+            "p_cooldown": _ms_or_none(self.cooldown_seconds),
+            "p_max_cooldown": _ms_or_none(self.max_cooldown_seconds),
+            "p_trial": TrialMode.PROBE.value if self.probe_kind else None,
+        }
+
+
+def default_policy() -> FleetPolicy:
+    return FleetPolicy(
+        threshold=settings.BREAKER_THRESHOLD,
+        cooldown_ms=round(settings.BREAKER_COOLDOWN_SECONDS * 1000),
+        max_cooldown_ms=round(settings.BREAKER_MAX_COOLDOWN_SECONDS * 1000),
+        min_workers=settings.BREAKER_MIN_WORKERS,
+    )
+
+
+def effective_policy(policy: ToolPolicy | None) -> FleetPolicy:
+    base = default_policy()
+    if policy is None:
+        return base
+    return FleetPolicy(
+        threshold=policy.threshold or base.threshold,
+        cooldown_ms=_ms_or_none(policy.cooldown_seconds) or base.cooldown_ms,
+        max_cooldown_ms=_ms_or_none(policy.max_cooldown_seconds) or base.max_cooldown_ms,
+        min_workers=policy.min_workers or base.min_workers,
+        trial=policy.trial,
+    )
+
+
+def _ms_or_none(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _check_callable(path: str) -> dict[str, str]:
+    if not path:
+        return {"probe_callable": "a callable probe needs a dotted path"}
+    try:
+        target = import_string(path)
+    except ImportError as exc:
+        return {"probe_callable": f"cannot import {path!r}: {exc}"}
+    if not callable(target):
+        return {"probe_callable": f"{path!r} is not callable"}
+    return {}
+
+
+class Probe(models.Model):
+    """One half-open probe: which window it decided (or not) and what the check saw."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="probes")
+    window = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=ProbeKind)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    ok = models.BooleanField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField()
+    error = models.TextField(blank=True)
+    decided = models.BooleanField(default=False)  # False: the window was over when it reported
+
+    class Meta:
+        indexes = [models.Index(fields=["tool", "started_at"], name="probe_tool_started_idx")]
+
+    def __str__(self) -> str:
+        return f"probe of {self.tool} ({'ok' if self.ok else 'failed'})"
+
+
+class OperatorAction(models.Model):
+    """The audit row of a fleet-wide action: who, when, why, and the state before and after."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.PROTECT, related_name="operator_actions")
+    action = models.CharField(
+        max_length=20, choices=[(a.value, a.value) for a in OperatorActionKind]
+    )
+    reason = models.TextField()
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Either a logged-in user or an operator token; `actor` keeps who it was if either is deleted.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    token = models.ForeignKey(
+        AgentToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    actor = models.CharField(max_length=250)
+    before = models.JSONField()
+    after = models.JSONField()
+
+    class Meta:
+        indexes = [models.Index(fields=["tool", "at"], name="opaction_tool_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.tool} by {self.actor}"
+
+
+class FleetTransition(models.Model):
+    """One change of a tool's fleet breaker and its cause, in Redis's order (``seq``)."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="transitions")
+    seq = models.PositiveBigIntegerField()
+    at = models.DateTimeField()
+    from_state = models.CharField(max_length=20, choices=BreakerState)
+    to_state = models.CharField(max_length=20, choices=BreakerState)
+    auto_from = models.CharField(max_length=20, choices=AutoState)
+    auto_to = models.CharField(max_length=20, choices=AutoState)
+    forced = models.CharField(max_length=20, choices=ForcedState, blank=True)
+    cause_kind = models.CharField(max_length=20, choices=[(c.value, c.value) for c in CauseKind])
+    # failures: consecutive, workers {id: failures}, events [ids]; cooldown: cooldown_ms,
+    # window; trial: window, holder, outcome (+ event_id and worker, or probe); operator: action,
+    # reason, actor.
+    cause = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+    probe = models.ForeignKey(
+        Probe, on_delete=models.SET_NULL, null=True, blank=True, related_name="transitions"
+    )
+    operator_action = models.ForeignKey(
+        OperatorAction,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="transitions",
+    )
+
+    class Meta:
+        ordering = ["tool", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "seq"], name="fleettransition_tool_seq_uniq")
+        ]
+        indexes = [models.Index(fields=["at"], name="fleettransition_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.from_state} -> {self.to_state}"
+
+
+class Incident(models.Model):
+    """A stretch of time in which a tool was out of the fleet (open, half-open or forced open)."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="incidents")
+    opened_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+    opened_by = models.ForeignKey(FleetTransition, on_delete=models.PROTECT, related_name="+")
+    closed_by = models.ForeignKey(
+        FleetTransition, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-opened_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool"],
+                condition=models.Q(closed_at__isnull=True),
+                name="incident_one_open_per_tool",
+            )
+        ]
+        indexes = [models.Index(fields=["opened_at"], name="incident_opened_idx")]
+
+    def __str__(self) -> str:
+        return f"incident on {self.tool} from {self.opened_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+# -- Slack alerts -------------------------------------------------------------------------------
+
+
+class ChannelSource(models.TextChoices):
+    SETTINGS = "settings", "settings (SLACK_WEBHOOK_URL)"
+    ADMIN = "admin", "admin"
+
+
+class AlertChannel(models.Model):
+    """A Slack incoming webhook that alerts go to.
+
+    The webhook URL is a secret: it is stored as given but only ever shown through
+    ``masked_url``. The channel of ``SLACK_WEBHOOK_URL`` (``source=settings``) is created and kept
+    in step with the setting by ``breakers.alerts.ensure_settings_channel`` when alerts are made.
+    ``broken_at``/``last_error`` say that Slack refused the webhook itself (removed hook, revoked
+    token, archived channel): nothing more is sent to it until someone fixes or re-enables it.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    webhook_url = models.CharField(max_length=500, unique=True)
+    source = models.CharField(max_length=10, choices=ChannelSource, default=ChannelSource.ADMIN)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    broken_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source"],
+                condition=models.Q(source="settings"),
+                name="alertchannel_one_settings_channel",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name  # never the URL
+
+    @property
+    def masked_url(self) -> str:
+        from breakers.transports.slack import mask_webhook_url
+
+        return mask_webhook_url(self.webhook_url)
+
+    @property
+    def is_broken(self) -> bool:
+        return self.broken_at is not None
+
+    def clean(self) -> None:
+        from breakers.transports.slack import validate_webhook_url
+
+        try:
+            self.webhook_url = validate_webhook_url(self.webhook_url)
+        except ValueError as exc:
+            raise ValidationError({"webhook_url": str(exc)}) from None
+
+
+class AlertKind(models.TextChoices):
+    OPENED = "opened"
+    CLOSED = "closed"
+    MANUAL = "manual"
+    FLAPPING = "flapping"
+
+
+class AlertState(models.TextChoices):
+    PENDING = "pending"  # waiting for its (next) attempt at next_attempt_at
+    SENDING = "sending"  # claimed by one delivery task (claimed_at)
+    SENT = "sent"
+    FAILED = "failed"  # gave up: permanent error, broken or disabled channel, or attempts used up
+    # Folded into the tool's flapping alert (``group``): never sent on its own, unless it is the
+    # tool's last word when the flapping spell ends (the sweep then makes it pending).
+    GROUPED = "grouped"
+
+
+class Alert(models.Model):
+    """One message about one event (a transition or an operator action) to one channel.
+
+    The event is ``transition`` (opened, closed, flapping) or ``operator_action`` (manual);
+    ``incident`` is the incident it belongs to. ``payload`` holds the facts known when the event
+    was recorded (for flapping alerts, the spell's counts, updated as openings are folded in);
+    ``message`` is the exact Slack body, built at the first attempt and resent as is by retries.
+    """
+
+    kind = models.CharField(max_length=10, choices=AlertKind)
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="alerts")
+    transition = models.ForeignKey(
+        FleetTransition, on_delete=models.CASCADE, null=True, blank=True, related_name="alerts"
+    )
+    operator_action = models.ForeignKey(
+        OperatorAction, on_delete=models.CASCADE, null=True, blank=True, related_name="alerts"
+    )
+    incident = models.ForeignKey(
+        Incident, on_delete=models.SET_NULL, null=True, blank=True, related_name="alerts"
+    )
+    channel = models.ForeignKey(AlertChannel, on_delete=models.CASCADE, related_name="alerts")
+    state = models.CharField(max_length=10, choices=AlertState, default=AlertState.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    payload = models.JSONField(default=dict)
+    message = models.JSONField(null=True, blank=True)
+    # Flapping alerts: the spell folds events until this moment. Grouped alerts: their spell.
+    group_until = models.DateTimeField(null=True, blank=True)
+    group = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="grouped"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["transition", "channel"],
+                condition=models.Q(transition__isnull=False),
+                name="alert_one_per_transition_channel",
+            ),
+            models.UniqueConstraint(
+                fields=["operator_action", "channel"],
+                condition=models.Q(operator_action__isnull=False),
+                name="alert_one_per_action_channel",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(transition__isnull=False)
+                | models.Q(operator_action__isnull=False),
+                name="alert_has_an_event",
+            ),
+        ]
+        indexes = [
+            # The sweep's queries: stuck claims and overdue pending alerts.
+            models.Index(fields=["state", "next_attempt_at"], name="alert_state_next_idx"),
+            models.Index(fields=["tool", "kind", "group_until"], name="alert_tool_kind_group_idx"),
+            models.Index(fields=["incident", "created_at"], name="alert_incident_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} alert on {self.tool} to {self.channel} ({self.state})"

@@ -8,6 +8,12 @@ import pytest
 import redis
 from django.conf import settings
 
+import tests.processes
+import tests.vendor_server
+
+# The fake Slack server fixture (``slack_server``) for every test package.
+pytest_plugins = ["tests.fakes.fixtures"]
+
 
 @pytest.fixture
 def redis_client() -> Iterator[redis.Redis]:
@@ -21,3 +27,52 @@ def redis_client() -> Iterator[redis.Redis]:
     yield client
     client.flushdb()
     client.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(
+    django_db_setup: None,
+) -> Iterator[tests.processes.CeleryWorkerProcess]:
+    """One real ``celery -A controlplane worker`` for the whole session (see ``celery_worker``)."""
+    try:
+        tests.processes.database_url_of_test_db()
+    except LookupError as exc:
+        pytest.skip(str(exc))
+    worker = tests.processes.CeleryWorkerProcess(pool="threads", concurrency=4)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def celery_worker(
+    celery_worker_process: tests.processes.CeleryWorkerProcess, transactional_db: None
+) -> Iterator[tests.processes.CeleryWorkerProcess]:
+    """A real Celery worker process consuming this session's broker (REDIS_URL).
+
+    It runs ``celery -A controlplane worker`` (thread pool, 4 threads) with DATABASE_URL set to
+    the pytest-django test database and the same REDIS_URL, started once per session after a
+    ping answered, and stopped at the end. Tasks are sent the normal way (``task.delay()``);
+    wait for their effects by polling the database or Redis with a deadline.
+
+    Using it implies ``transactional_db``: the worker is another process and only sees committed
+    rows. The broker's queue bindings are declared again before each test, because tests that
+    flush the Redis database (``redis_client``) also delete them; after the test the fixture
+    waits (with a deadline) until the queue is empty and the worker idle. Need a second worker
+    process (say, to show that two of them cannot both run a job)? Start a
+    ``tests.processes.CeleryWorkerProcess`` in the test and stop it at the end.
+    """
+    if not celery_worker_process.alive:
+        pytest.fail("the session's Celery worker has died:\n" + celery_worker_process.log_tail())
+    tests.processes.declare_celery_queues()
+    yield celery_worker_process
+    # Let the worker finish what the test sent before the tables are emptied for the next one.
+    celery_worker_process.wait_idle()
+
+
+@pytest.fixture
+def vendor_server() -> Iterator[tests.vendor_server.VendorServer]:
+    """A real local HTTP server standing in for a tool's vendor: ``down()``, ``up()``,
+    ``slow()``, and every request it got in ``requests``."""
+    with tests.vendor_server.VendorServer() as server:
+        yield server

@@ -1,0 +1,422 @@
+"""Fleet breaker benchmarks: the update cost inside ingest, and how fast an opening propagates.
+
+One command (PostgreSQL and Redis on this machine; nothing else to start):
+
+    .venv/bin/python bench/bench_fleet.py                  # both parts
+    .venv/bin/python bench/bench_fleet.py --part cost --calls 20000
+    .venv/bin/python bench/bench_fleet.py --part propagation --trials 100
+
+It creates a scratch database (``--bench-db``, dropped at the end) and uses the Redis database of
+``REDIS_URL`` (only keys of its own tools, deleted at the end).
+
+Part ``cost``: one accepted retryable ``tool.call`` applied to its fleet breaker, timed at each
+layer, next to ``redis-benchmark`` running the very same Lua script (same SHA, same keys, a fresh
+event id per call) over one connection: the ratio says what our Python shell adds to the Redis
+round trip. The failures come from one worker, so the breaker never opens (min workers 2) and
+every call takes the longest path of the script (count, worker hash, streak list, dedupe key).
+The ingest rows compare ``ingest_batch`` of one ``tool.call`` with the fleet hooks on and off.
+
+Part ``propagation``: gunicorn (2 processes) serves the control plane; two SDK ``ControlPlane``
+clients play two agent workers A and B with the default fleet poll (1 s). Per trial a fresh tool
+gets four failures from a third worker, then worker A records the fifth, which opens the fleet
+breaker; the clock runs from A's ``flush()`` (and, second row, from the acknowledgement of that
+batch: the failure accepted) until B's ``run.available()`` leaves the tool out (checked every
+millisecond). Trials start at random phases of B's poll. Goal: p99 under 1.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import itertools
+import json
+import os
+import random
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PYTHON = sys.executable
+BENCH_TOOL = "bench_fleet_tool"
+
+
+# --- scratch database and servers ----------------------------------------------------------------
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+@contextmanager
+def scratch_database(admin_url: str, name: str) -> Iterator[str]:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    return done.stdout
+
+
+def setup_django(db_url: str) -> None:
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+
+
+def delete_bench_keys() -> None:
+    from breakers.services import fleet_store
+
+    store = fleet_store()
+    for pattern in ("bp:{bench_fleet*", "bp:{prop-*"):
+        keys = list(store.client.scan_iter(match=pattern, count=1000))
+        for start in range(0, len(keys), 1000):
+            store.client.delete(*keys[start : start + 1000])
+    ours = [name for name in store.tools() if name.startswith((BENCH_TOOL, "prop-"))]
+    if ours:
+        store.client.srem(store.tools_key, *ours)
+
+
+# --- part 1: the update cost ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    event_id: str
+    tool: str
+    worker_id: str
+    outcome: str
+
+
+@dataclass
+class Timing:
+    label: str
+    samples_us: list[float]
+
+    def row(self, baseline_p50_us: float | None) -> str:
+        # The ratio is of medians: on a shared machine the means follow whoever else is busy.
+        ordered = sorted(self.samples_us)
+        mean = statistics.fmean(ordered)
+        p50 = ordered[len(ordered) // 2]
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        ratio = f"{p50 / baseline_p50_us:.1f}x" if baseline_p50_us else "-"
+        return f"| {self.label} | {len(ordered)} | {mean:.1f} | {p50:.1f} | {p99:.1f} | {ratio} |"
+
+
+def time_calls(label: str, calls: int, step: Callable[[int], object]) -> Timing:
+    for i in range(min(2000, calls // 10)):  # warm up: connections, script cache, branch caches
+        step(-1 - i)
+    samples = []
+    for i in range(calls):
+        started = time.perf_counter_ns()
+        step(i)
+        samples.append((time.perf_counter_ns() - started) / 1000)
+    return Timing(label, samples)
+
+
+def redis_benchmark(
+    calls: int, clients: int, sha: str, keys: list[str], args: list[str]
+) -> dict[str, float]:
+    from django.conf import settings
+
+    url = urlsplit(settings.REDIS_URL)
+    db = (url.path or "/0").lstrip("/") or "0"
+    command = [
+        "redis-benchmark", "-h", url.hostname or "127.0.0.1", "-p", str(url.port or 6379),
+        "--dbnum", db, "-n", str(calls), "-c", str(clients), "-r", "100000000000", "--csv",
+        "EVALSHA", sha, str(len(keys)), *keys, *args,
+    ]  # fmt: skip
+    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600).stdout
+    row = list(csv.DictReader(io.StringIO(out)))[-1]
+    return {name: float(value) for name, value in row.items() if name != "test"}
+
+
+def measure_cost(calls: int) -> list[str]:
+    from breakers import services
+    from breakers.fleet.store import OutcomeEvent
+    from runs.services import ingest_batch
+
+    store = services.fleet_store()
+    services.fleet_record_tool_calls(calls=[Call("warm", BENCH_TOOL, "w1", "retryable")])
+    ids = itertools.count()
+
+    def via_store(_: int) -> object:
+        event = OutcomeEvent(f"s{next(ids)}", "w1", "retryable")
+        return store.apply(BENCH_TOOL, [event], now=1_700_000_000_000)
+
+    def via_service(_: int) -> object:
+        call = Call(f"v{next(ids)}", BENCH_TOOL, "w1", "retryable")
+        return services.fleet_record_tool_calls(calls=[call])
+
+    store_timing = time_calls("`FleetStore.apply` (redis-py EVALSHA)", calls, via_store)
+    service_timing = time_calls(
+        "`fleet_record_tool_calls` (what ingest's hook runs)", calls, via_service
+    )
+    reply_timing = time_calls(
+        "`fleet_state` (every ingest reply; 1 tool)", calls // 4, lambda _: services.fleet_state()
+    )
+
+    # Ingest of one tool.call with the fleet hooks and with them stubbed out, interleaved call by
+    # call so that the load of a shared machine falls on both alike.
+    import runs.services as ingest
+
+    ingest_batch(worker_id="w1", events=[_run_started("bench-run")])
+    hooks = ingest.apply_fleet_outcomes, ingest.fleet_state_for_reply
+    stubs = (lambda *, tool_calls: None), (lambda: {"version": 0, "tools": {}})
+    with_fleet = Timing("`ingest_batch`, 1 tool.call, fleet hooks on", [])
+    without = Timing("`ingest_batch`, 1 tool.call, fleet hooks off", [])
+    in_place = Timing("both fleet hooks, timed inside those `ingest_batch` calls", [])
+    spent: list[float] = []
+
+    def timed_apply(*, tool_calls: Any) -> None:
+        started = time.perf_counter_ns()
+        hooks[0](tool_calls=tool_calls)
+        spent.append((time.perf_counter_ns() - started) / 1000)
+
+    def timed_reply() -> dict[str, Any]:
+        started = time.perf_counter_ns()
+        state = hooks[1]()
+        spent.append((time.perf_counter_ns() - started) / 1000)
+        return state
+
+    try:
+        for i in range(max(500, calls // 10) + 100):
+            for timing, (apply_hook, reply_hook) in (
+                (with_fleet, (timed_apply, timed_reply)),
+                (without, stubs),
+            ):
+                ingest.apply_fleet_outcomes = apply_hook  # type: ignore[assignment]
+                ingest.fleet_state_for_reply = reply_hook  # type: ignore[assignment]
+                spent.clear()
+                started = time.perf_counter_ns()
+                ingest_batch(worker_id="w1", events=[_tool_call("bench-run", next(ids))])
+                if i >= 100:  # the first ones warm up
+                    timing.samples_us.append((time.perf_counter_ns() - started) / 1000)
+                    if spent:
+                        in_place.samples_us.append(sum(spent))
+    finally:
+        ingest.apply_fleet_outcomes, ingest.fleet_state_for_reply = hooks
+
+    keys = [*store.tool_keys(BENCH_TOOL), store.dedupe_key(BENCH_TOOL, "__rand_int__")]
+    argv = [
+        "1700000000000", *(str(v) for v in store._policy_args(0)[1:]),
+        str(store.dedupe_ttl_ms), "__rand_int__", "w1", "retryable",
+    ]  # fmt: skip
+    sha = store._scripts["apply"].sha
+    one = redis_benchmark(calls, 1, sha, keys, argv)
+    many = redis_benchmark(calls * 5, 50, sha, keys, argv)
+    baseline_us = one["p50_latency_ms"] * 1000
+    rb = Timing("`redis-benchmark` EVALSHA, same script, 1 connection", [])
+
+    lines = [
+        "| layer | calls | mean µs | p50 µs | p99 µs | p50 vs redis-benchmark |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| {rb.label} | {calls} | {one['avg_latency_ms'] * 1000:.1f} | {baseline_us:.1f} "
+        f"| {one['p99_latency_ms'] * 1000:.1f} | 1x |",
+        store_timing.row(baseline_us),
+        service_timing.row(baseline_us),
+        reply_timing.row(baseline_us),
+        in_place.row(baseline_us),
+        with_fleet.row(None),
+        without.row(None),
+    ]
+    on, off = statistics.median(with_fleet.samples_us), statistics.median(without.samples_us)
+    inside = statistics.median(in_place.samples_us)
+    lines += [
+        "",
+        f"Fleet cost inside one ingest request of one event: {inside:.0f} µs timed in place "
+        f"({inside / on:.0%} of it); hooks on minus hooks off: {on - off:.0f} µs (medians).",
+        f"Redis capacity for this script: {many['rps']:,.0f} calls/s with 50 connections "
+        f"(`redis-benchmark -c 50`, p99 {many['p99_latency_ms']:.2f} ms).",
+    ]
+    return lines
+
+
+def _run_started(run_id: str) -> dict[str, Any]:
+    return {"id": f"{run_id}-s", "type": "run.started", "ts": "2026-11-29T09:00:00Z",
+            "run_id": run_id, "agent": "bench", "step_budget": 20}  # fmt: skip
+
+
+def _tool_call(run_id: str, n: int) -> dict[str, Any]:
+    return {"id": f"{run_id}-t{n}", "type": "tool.call", "ts": "2026-11-29T09:00:01Z",
+            "run_id": run_id, "step": 1, "tool": BENCH_TOOL, "outcome": "retryable",
+            "attempts": 1, "error": "ToolFailure: 503"}  # fmt: skip
+
+
+# --- part 2: propagation -----------------------------------------------------------------------
+
+
+def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    command = [
+        PYTHON, "-m", "gunicorn", "controlplane.wsgi", "--bind", f"127.0.0.1:{port}",
+        "--workers", "2", "--threads", "4", "--log-level", "warning", "--timeout", "60",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, cwd=ROOT, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/openapi.json", timeout=2)
+            return server
+        except OSError:
+            time.sleep(0.1)
+    server.terminate()
+    raise SystemExit("gunicorn did not answer within 30 s")
+
+
+def post_events(url: str, token: str, worker: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url + "/api/v1/events",
+        data=json.dumps({"worker_id": worker, "events": events}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        reply: dict[str, Any] = json.loads(response.read())
+    return reply
+
+
+def measure_propagation(url: str, token: str, trials: int) -> list[str]:
+    from breakers.sdk import ToolFailure
+    from breakers.sdk.client import ControlPlane  # the agents' real client, default 1 s poll
+
+    # Worker A reports the failure that opens the breaker; worker B is the other worker whose
+    # available() must drop the tool. A raw HTTP reporter supplies the first four failures from
+    # a third worker, so the opening failure is A's and B never reports anything in a trial.
+    plane_a = ControlPlane(url, token=token, worker_id="bench-a")
+    plane_b = ControlPlane(url, token=token, worker_id="bench-b")
+    run_a = plane_a.start_run(agent="bench", step_budget=20)
+    run_b = plane_b.start_run(agent="bench", step_budget=20)
+    post_events(url, token, "bench-c", [_run_started("bench-c-run")])
+    for plane in (plane_a, plane_b):
+        plane.flush()
+    from_send, from_ack = [], []
+    try:
+        for trial in range(trials):
+            tool = f"prop-{trial}"
+            tools = [{"type": "function", "function": {"name": tool}}]
+            failures = [_prop_call("bench-c-run", tool, f"{trial}-{i}") for i in range(4)]
+            post_events(url, token, "bench-c", failures)
+            assert run_b.available(tools) == tools
+            time.sleep(random.uniform(0, 1.0))  # land anywhere in B's poll cycle
+            run_a.record_failure(tool, ToolFailure("503 from vendor", retryable=True))
+            sent = time.perf_counter()
+            if not plane_a.flush():
+                raise SystemExit(f"trial {trial}: worker A's failure was not acknowledged")
+            acknowledged = time.perf_counter()
+            deadline = sent + 10
+            while run_b.available(tools) and time.perf_counter() < deadline:
+                time.sleep(0.001)
+            removed = time.perf_counter()
+            if run_b.available(tools):
+                raise SystemExit(f"trial {trial}: the tool was still available after 10 s")
+            from_send.append(removed - sent)
+            from_ack.append(removed - acknowledged)
+            # A removed tool stays removed for the run: B starts a fresh run for the next trial,
+            # sent at once so that no ingest reply to B (which carries the fleet state too)
+            # lands inside the next measurement: only B's poll is measured.
+            run_b = plane_b.start_run(agent="bench", step_budget=20)
+            plane_b.flush()
+    finally:
+        plane_a.close()
+        plane_b.close()
+
+    def pct(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
+
+    return [
+        "| measured from | trials | p50 ms | p99 ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+        f"| worker A's `flush()` of the failure that opens the breaker | {trials} "
+        f"| {pct(from_send, 0.5):.0f} | {pct(from_send, 0.99):.0f} | {max(from_send) * 1000:.0f} |",
+        f"| the control plane's acknowledgement (accepted) | {trials} | {pct(from_ack, 0.5):.0f} "
+        f"| {pct(from_ack, 0.99):.0f} | {max(from_ack) * 1000:.0f} |",
+    ]
+
+
+def _prop_call(run_id: str, tool: str, n: str) -> dict[str, Any]:
+    return {**_tool_call(run_id, 0), "id": f"{run_id}-{n}-{secrets.token_hex(4)}", "tool": tool}
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--database-url", default=os.environ.get(
+        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
+    parser.add_argument("--bench-db", default="bp_bench_fleet")
+    parser.add_argument("--part", choices=["cost", "propagation", "both"], default="both")
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--trials", type=int, default=100)
+    args = parser.parse_args()
+
+    with scratch_database(args.database_url, args.bench_db) as db_url:
+        env = os.environ | {"DATABASE_URL": db_url, "DEBUG": "False", "LOG_LEVEL": "WARNING",
+                            "SECRET_KEY": secrets.token_urlsafe(32)}  # fmt: skip
+        manage(env, "migrate", "--verbosity", "0")
+        setup_django(db_url)
+        report = [f"{os.cpu_count()} cores, Redis {_redis_version()} and PostgreSQL on localhost\n"]
+        try:
+            if args.part in ("cost", "both"):
+                report += [*measure_cost(args.calls), ""]
+            if args.part in ("propagation", "both"):
+                token = manage(env, "create_agent_token", "bench").strip().splitlines()[-1]
+                port = _free_port()
+                server = start_gunicorn(env, port)
+                try:
+                    report += measure_propagation(f"http://127.0.0.1:{port}", token, args.trials)
+                finally:
+                    server.terminate()
+                    server.wait(30)
+        finally:
+            delete_bench_keys()
+            from django.db import connections
+
+            connections.close_all()
+    print("\n".join(report))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _redis_version() -> str:
+    from breakers.services import fleet_store
+
+    return str(fleet_store().client.info("server")["redis_version"])
+
+
+if __name__ == "__main__":
+    main()

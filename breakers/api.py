@@ -1,0 +1,259 @@
+"""Fleet endpoints under ``/api/v1/``: the fleet state, trial leases, and operator actions.
+
+Thin handlers around ``breakers.services``. Operator actions take an operator token
+(``OperatorAuth``) or a logged-in operator's session with its CSRF token (``OperatorSessionAuth``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from ninja import Field, Router, Schema, Status
+from ninja.errors import AuthorizationError, HttpError
+from ninja.security import APIKeyCookie
+from ninja.utils import check_csrf
+
+from breakers import services
+from breakers.fleet.rules import OperatorActionKind
+from breakers.models import OperatorAction, ProbeKind, ProbeMethod, ms_to_datetime
+from controlplane.api import AgentAuth, OperatorAuth, api, service_unavailable
+from dashboard.permissions import is_operator
+from runs.models import AgentToken
+from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
+
+router = Router(tags=["fleet"])
+
+REDIS_UNAVAILABLE_RETRY_AFTER_S = 2
+
+
+class OperatorSessionAuth(APIKeyCookie):
+    """A logged-in operator: the session cookie plus Django's CSRF token (``X-CSRFToken``).
+
+    Without a session cookie it steps aside (so a bad bearer token still gets 401, not a CSRF
+    error); a logged-in user who is not an operator gets 403.
+    """
+
+    param_name = settings.SESSION_COOKIE_NAME
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        key = request.COOKIES.get(self.param_name)
+        if key is not None and check_csrf(request) is not None:
+            raise HttpError(403, "CSRF check failed: send the X-CSRFToken header")
+        return key
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
+        if key is None or not request.user.is_authenticated:
+            return None
+        if not is_operator(request.user):
+            raise AuthorizationError(message="only operators can act on breakers")
+        return request.user
+
+
+OPERATOR = [OperatorAuth(), OperatorSessionAuth()]
+
+
+@api.exception_handler(redis.RedisError)
+def _fleet_unavailable(request: HttpRequest, exc: redis.RedisError) -> HttpResponse:
+    # Inside ingest's transaction the batch is rolled back; after it (the reply's fleet state)
+    # the batch is kept. Either way resending it is safe: it is applied once.
+    return service_unavailable(
+        "the fleet store (Redis) is unavailable; retry later (a resent batch is applied once)",
+        retry_after=REDIS_UNAVAILABLE_RETRY_AFTER_S,
+    )
+
+
+_ERROR_STATUS: dict[type[services.FleetError], int] = {
+    services.UnknownToolError: 404,
+    services.NotForcedError: 409,
+    services.FleetInputError: 400,
+}
+
+
+@api.exception_handler(services.FleetError)
+def _fleet_error(request: HttpRequest, exc: services.FleetError) -> HttpResponse:
+    status = _ERROR_STATUS.get(type(exc), 400)
+    return JsonResponse({"detail": str(exc)}, status=status)
+
+
+class FleetToolOut(FleetTool):
+    trial: str | None = Field(None, description="half_open only: 'probe' or 'lease'")
+
+
+class FleetOut(FleetState):
+    tools: dict[str, FleetToolOut]  # type: ignore[assignment]
+
+
+@router.get(
+    "/fleet",
+    auth=AgentAuth(),
+    response={200: FleetOut, 304: None},
+    summary="The fleet breaker state of every tool",
+    description="Send the last `ETag` as `If-None-Match`: 304 while nothing changed.",
+)
+def get_fleet(request: HttpRequest) -> HttpResponse:
+    view = services.fleet_state()
+    if view.etag in _etags(request.headers.get("If-None-Match", "")):
+        response = HttpResponse(status=304)
+    else:
+        response = JsonResponse(view.as_json())
+    response["ETag"] = view.etag
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+def _etags(header: str) -> set[str]:
+    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}
+
+
+class TrialIn(Schema):
+    worker_id: Identifier
+
+
+class TrialOut(Schema):
+    granted: bool
+    window: int
+    expires_at: datetime | None
+
+
+@router.post(
+    "/tools/{path:tool}/trial",
+    auth=AgentAuth(),
+    response={200: TrialOut, 404: ErrorReply},
+    summary="Ask for the half-open trial of a tool without a probe",
+    description=(
+        "One worker at a time holds it: its next reported call of the tool decides (success "
+        "closes the fleet breaker, a retryable failure re-opens it). `granted: false` means "
+        "another worker holds it, or the tool is not half-open."
+    ),
+)
+def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
+    grant = services.fleet_trial_acquire(tool_name=tool, worker_id=body.worker_id)
+    expires = ms_to_datetime(grant.lease_until) if grant.granted else None
+    return {"granted": grant.granted, "window": grant.window, "expires_at": expires}
+
+
+class ReasonIn(Schema):
+    reason: str = Field(..., max_length=services.MAX_REASON_CHARS)
+
+
+class ActionOut(Schema):
+    id: int
+    tool: str
+    action: str
+    state: str
+    reason: str
+    actor: str
+    at: datetime
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+def _action_out(row: OperatorAction) -> dict[str, Any]:
+    return {
+        "id": row.pk,
+        "tool": row.tool.name,
+        "action": row.action,
+        "state": row.after["state"],
+        "reason": row.reason,
+        "actor": row.actor,
+        "at": row.at,
+        "before": row.before,
+        "after": row.after,
+    }
+
+
+def _add_operator_route(action: OperatorActionKind, slug: str, summary: str) -> None:
+    def handler(request: HttpRequest, tool: str, body: ReasonIn) -> Any:
+        actor = request.auth  # type: ignore[attr-defined]
+        row = services.fleet_operator_action(
+            tool_name=tool,
+            action=action,
+            reason=body.reason,
+            token=actor if isinstance(actor, AgentToken) else None,
+            user=None if isinstance(actor, AgentToken) else actor,
+        )
+        return _action_out(row)
+
+    router.post(
+        f"/tools/{{path:tool}}/{slug}",
+        auth=OPERATOR,
+        response={200: ActionOut, 400: ErrorReply, 404: ErrorReply, 409: ErrorReply},
+        summary=summary,
+        operation_id=f"fleet_{action.value}",
+        url_name=f"fleet-{slug}",
+    )(handler)
+
+
+for _action, _slug, _summary in (
+    (OperatorActionKind.FORCE_OPEN, "force-open", "Kill switch: take the tool out of every run"),
+    (
+        OperatorActionKind.FORCE_CLOSE,
+        "force-close",
+        "Keep the tool available whatever breakers say",
+    ),
+    (OperatorActionKind.RELEASE, "release", "Back to the automatic breaker"),
+    (OperatorActionKind.RESET, "reset", "Clear the automatic breaker's counters (closes it)"),
+):
+    _add_operator_route(_action, _slug, _summary)
+
+
+class PolicyIn(Schema):
+    """Only the fields sent change; null puts a field back to the settings default."""
+
+    threshold: int | None = Field(None, ge=1)
+    cooldown_seconds: float | None = Field(None, gt=0)
+    max_cooldown_seconds: float | None = Field(None, gt=0)
+    min_workers: int | None = Field(None, ge=1)
+    probe_kind: ProbeKind | None = None
+    probe_url: str | None = None
+    probe_method: ProbeMethod | None = None
+    probe_expected_status: int | None = None
+    probe_timeout_seconds: float | None = None
+    probe_callable: str | None = None
+
+
+# Fields whose empty value is "" or a fixed default rather than None in the database.
+_POLICY_BLANKS: dict[str, Any] = {
+    "probe_kind": "",
+    "probe_url": "",
+    "probe_callable": "",
+    "probe_method": ProbeMethod.GET,
+    "probe_expected_status": 200,
+    "probe_timeout_seconds": 5.0,
+}
+
+
+@router.put(
+    "/tools/{path:tool}/policy",
+    auth=OPERATOR,
+    response={200: dict[str, Any], 400: dict[str, Any], 404: ErrorReply},
+    summary="Change a tool's policy (threshold, cooldown, min workers, probe)",
+)
+def put_policy(request: HttpRequest, tool: str, body: PolicyIn) -> Any:
+    changes = {
+        name: _POLICY_BLANKS.get(name) if value is None else value
+        for name, value in body.model_dump(exclude_unset=True).items()
+    }
+    actor = request.auth  # type: ignore[attr-defined]
+    label = f"token:{actor.name}" if isinstance(actor, AgentToken) else f"user:{actor}"
+    try:
+        services.tool_policy_update(tool_name=tool, changes=changes, actor=label)
+    except ValidationError as exc:
+        return Status(400, {"detail": "invalid policy", "errors": exc.message_dict})
+    return services.fleet_tool_details(tool_name=tool)
+
+
+# Last: its pattern would also match the longer paths above (a tool name may contain '/').
+@router.get(
+    "/tools/{path:tool}",
+    auth=OPERATOR,
+    response={200: dict[str, Any], 404: ErrorReply},
+    summary="One tool's live fleet breaker: streak, workers, policy",
+)
+def get_tool(request: HttpRequest, tool: str) -> Any:
+    return services.fleet_tool_details(tool_name=tool)

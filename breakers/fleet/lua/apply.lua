@@ -1,0 +1,90 @@
+-- Applies accepted tool.call outcomes of one tool, in order, once each.
+-- ARGV[7] dedupe TTL (ms); ARGV[8..] triplets (event id, worker id, outcome);
+-- KEYS[3 + i] the dedupe key of the i-th event (same hash tag).
+-- Returns {"missing": true} when the tool has no state here (new tool, or Redis lost its data):
+-- the caller restores it from the database and calls again, so nothing is re-admitted silently.
+local st, exists = load_state()
+if not exists then
+  return cjson.encode({ missing = true })
+end
+local policy = load_policy(st)
+local ttl = tonumber(ARGV[7])
+local applied, duplicates, transitions = 0, 0, {}
+local changed = false
+
+local function count(event_id, worker, outcome)
+  if outcome == 'success' then
+    if num(st, 'consec', 0) > 0 then
+      clear_streak(st)
+    end
+    return
+  end
+  if outcome ~= 'retryable' then
+    return
+  end
+  st.consec = num(st, 'consec', 0) + 1
+  redis.call('HINCRBY', W, worker, 1)
+  redis.call('RPUSH', E, event_id)
+  redis.call('LTRIM', E, -STREAK_EVENTS_KEPT, -1)
+  local distinct = redis.call('HLEN', W)
+  if st.consec < policy.threshold or distinct < policy.min_workers then
+    return
+  end
+  local raw = redis.call('HGETALL', W)
+  local workers = {}
+  for i = 1, #raw, 2 do
+    workers[raw[i]] = tonumber(raw[i + 1])
+  end
+  local cause = {
+    consecutive = st.consec,
+    workers = workers,
+    events = redis.call('LRANGE', E, 0, -1),
+    threshold = policy.threshold,
+    min_workers = policy.min_workers,
+  }
+  local reason = st.consec .. ' consecutive retryable failures from ' .. distinct .. ' workers'
+  clear_streak(st)
+  st.cooldown = policy.cooldown
+  transitions[#transitions + 1] = open(st, 'failures', cause, reason)
+end
+
+local function agent_trial(event_id, worker, outcome)
+  if outcome == 'semantic' then
+    clear_lease(st)
+    return
+  end
+  if outcome ~= 'success' and outcome ~= 'retryable' then
+    return
+  end
+  local cause = {
+    window = num(st, 'window', 0),
+    holder = st.lh,
+    outcome = outcome,
+    event_id = event_id,
+    worker = worker,
+  }
+  transitions[#transitions + 1] = decide(st, outcome == 'success', 'call', policy, cause)
+end
+
+for i = 0, (#ARGV - 7) / 3 - 1 do
+  local event_id, worker, outcome = ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i]
+  if redis.call('SET', KEYS[4 + i], '1', 'NX', 'PX', ttl) then
+    applied = applied + 1
+    changed = true
+    if st.auto == 'closed' then
+      count(event_id, worker, outcome)
+    elseif st.auto == 'half_open' and str(st, 'lh') == AGENT_PREFIX .. worker then
+      agent_trial(event_id, worker, outcome)
+    end
+  else
+    duplicates = duplicates + 1
+  end
+end
+if #transitions > 0 then
+  save_state(st)
+elseif changed then
+  -- Without a transition only the count (and a freed trial lease) can have moved.
+  redis.call('HSET', S, 'consec', num(st, 'consec', 0), 'lh', str(st, 'lh'), 'lt', str(st, 'lt'),
+    'lu', num(st, 'lu', 0))
+end
+return cjson.encode({ applied = applied, duplicates = duplicates, transitions = transitions })

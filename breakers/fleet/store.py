@@ -1,0 +1,412 @@
+"""The fleet breakers in Redis: every rule of ``rules.py`` as one atomic Lua script per call.
+
+Keys of one tool share the hash tag ``{<tool>}`` so each script touches a single slot and runs
+unchanged on Redis Cluster; the tool name is percent-encoded inside the tag so that no name can
+reach into another tool's keys. Two keys are global and only ever used by plain commands: the set
+of tool names, and the *generation*, written when the state was last rebuilt from the database
+(its absence means Redis lost its data). Time is passed in by the caller (integer ms).
+
+No Django here: the store takes a ready client (``services.fleet_store()`` builds it from
+settings with socket timeouts), so the same code runs in tests, benchmarks and production.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from breakers.fleet.rules import (
+    CauseKind,
+    FleetPolicy,
+    Forced,
+    OperatorActionKind,
+    Transition,
+    effective_state,
+)
+from breakers.sdk.core import State
+
+__all__ = [
+    "AcquireResult",
+    "ApplyResult",
+    "FleetStore",
+    "Missing",
+    "OperateResult",
+    "OutcomeEvent",
+    "ToolState",
+    "TrackedTransition",
+    "redis_client",
+]
+
+_LUA = Path(__file__).with_name("lua")
+# What the snapshot reads of each tool: the agents' view plus what Celery's tick needs.
+_STATE_FIELDS = (
+    "seq",
+    "auto",
+    "forced",
+    "since",
+    "ar",
+    "fr",
+    "p_trial",
+    "window",
+    "open_until",
+    "lu",
+    "changed_at",
+    "cooldown",
+)
+
+
+def redis_client(url: str, *, timeout: float) -> redis.Redis:
+    """A client whose every call is bounded: connect and read timeouts, one immediate retry.
+
+    redis-py's default retries three times with backoff, which would stretch a hung Redis to
+    several times the timeout; one retry is enough to get past a pooled connection that a
+    restarted Redis closed.
+    """
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1),
+        health_check_interval=30,
+    )
+
+
+@cache
+def _script_source(name: str) -> str:
+    return (_LUA / "prelude.lua").read_text() + "\n" + (_LUA / f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeEvent:
+    """One accepted ``tool.call`` as the fleet breaker needs it."""
+
+    event_id: str
+    worker: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolState:
+    """One tool's breaker as Redis holds it (times in ms since the epoch)."""
+
+    auto: State
+    forced: Forced
+    consecutive: int = 0
+    cooldown_ms: int = 0
+    open_until: int = 0
+    window: int = 0
+    lease_holder: str = ""
+    lease_token: str = ""
+    lease_until: int = 0
+    seq: int = 0
+    since: int = 0
+    auto_reason: str = ""
+    forced_reason: str = ""
+
+    @property
+    def state(self) -> State:
+        return effective_state(self.auto, self.forced)
+
+    @property
+    def reason(self) -> str:
+        return self.forced_reason if self.forced else self.auto_reason
+
+    @classmethod
+    def from_script(cls, data: Mapping[str, Any]) -> ToolState:
+        return cls(
+            auto=State(data["auto"]),
+            forced=Forced(data["forced"]),
+            consecutive=int(data["consecutive"]),
+            cooldown_ms=int(data["cooldown_ms"]),
+            open_until=int(data["open_until"]),
+            window=int(data["window"]),
+            lease_holder=data["lease_holder"],
+            lease_token=data["lease_token"],
+            lease_until=int(data["lease_until"]),
+            seq=int(data["seq"]),
+            since=int(data["since"]),
+            auto_reason=data["auto_reason"],
+            forced_reason=data["forced_reason"],
+        )
+
+    @classmethod
+    def from_hash(cls, fields: Mapping[str, str]) -> ToolState:
+        """From the raw fields of the state hash (a snapshot row or ``details()``)."""
+
+        def number(name: str) -> int:
+            return int(fields.get(name) or 0)
+
+        return cls(
+            auto=State(fields.get("auto") or State.CLOSED),
+            forced=Forced(fields.get("forced") or ""),
+            consecutive=number("consec"),
+            cooldown_ms=number("cooldown"),
+            open_until=number("open_until"),
+            window=number("window"),
+            lease_holder=fields.get("lh", ""),
+            lease_until=number("lu"),
+            seq=number("seq"),
+            since=number("since"),
+            auto_reason=fields.get("ar", ""),
+            forced_reason=fields.get("fr", ""),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """For audit rows (before/after): the state without the lease token, a capability."""
+        return {
+            "state": self.state.value,
+            "auto": self.auto.value,
+            "forced": self.forced.value,
+            "consecutive": self.consecutive,
+            "cooldown_ms": self.cooldown_ms,
+            "open_until": self.open_until,
+            "window": self.window,
+            "lease_holder": self.lease_holder,
+            "seq": self.seq,
+            "since": self.since,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedTransition:
+    """A transition and the tool's whole state right after it (what the database mirrors)."""
+
+    transition: Transition
+    after: ToolState
+
+    @classmethod
+    def from_script(cls, data: Mapping[str, Any]) -> TrackedTransition:
+        transition = Transition(
+            seq=int(data["seq"]),
+            at=int(data["at"]),
+            from_state=State(data["from_state"]),
+            to_state=State(data["to_state"]),
+            auto_from=State(data["auto_from"]),
+            auto_to=State(data["auto_to"]),
+            forced=Forced(data["forced"]),
+            kind=CauseKind(data["kind"]),
+            cause=dict(data["cause"] or {}),
+            reason=data["reason"],
+        )
+        return cls(transition, ToolState.from_script(data["state"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    applied: int
+    duplicates: int
+    transitions: list[TrackedTransition]
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireResult:
+    granted: bool
+    window: int
+    lease_until: int
+    token: str  # the live lease's token (an agent asking again gets its own back)
+
+
+@dataclass(frozen=True, slots=True)
+class OperateResult:
+    before: ToolState
+    after: ToolState
+    transitions: list[TrackedTransition]
+
+
+class Missing(Exception):
+    """The tool has no state in Redis: restore it from the database, then call again."""
+
+
+class FleetStore:
+    """Fleet breaker state in Redis. Every method is one round trip unless it says otherwise."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        defaults: FleetPolicy,
+        prefix: str = "bp",
+        dedupe_ttl_ms: int = 3_600_000,
+    ) -> None:
+        self.client = client
+        self.defaults = defaults
+        self.prefix = prefix
+        self.dedupe_ttl_ms = dedupe_ttl_ms
+        self.tools_key = f"{prefix}:tools"
+        self.generation_key = f"{prefix}:generation"
+        self._known_tools: list[str] = []
+        self._scripts = {
+            name: client.register_script(_script_source(name))
+            for name in (
+                "apply",
+                "advance",
+                "acquire",
+                "finish_probe",
+                "operate",
+                "restore",
+                "set_policy",
+            )
+        }
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def tool_keys(self, tool: str) -> list[str]:
+        tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
+        return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
+
+    def dedupe_key(self, tool: str, event_id: str) -> str:
+        return f"{self.prefix}:{{{quote(tool, safe='')}}}:seen:{event_id}"
+
+    def _policy_args(self, now: int) -> list[Any]:
+        d = self.defaults
+        return [now, d.threshold, d.min_workers, d.cooldown_ms, d.max_cooldown_ms, d.trial.value]
+
+    def _run(self, name: str, tool: str, now: int, *args: Any, keys: Iterable[str] = ()) -> Any:
+        raw = self._scripts[name](
+            keys=[*self.tool_keys(tool), *keys], args=[*self._policy_args(now), *args]
+        )
+        data = json.loads(raw)
+        if isinstance(data, dict) and data.get("missing"):
+            raise Missing(tool)
+        return data
+
+    # -- the rules ---------------------------------------------------------------------------
+
+    def apply(self, tool: str, events: Sequence[OutcomeEvent], *, now: int) -> ApplyResult:
+        """Apply accepted outcomes of one tool in order; raises ``Missing`` (nothing applied)."""
+        args: list[str] = [str(self.dedupe_ttl_ms)]
+        keys = []
+        for event in events:
+            args += [event.event_id, event.worker, event.outcome]
+            keys.append(self.dedupe_key(tool, event.event_id))
+        data = self._run("apply", tool, now, *args, keys=keys)
+        return ApplyResult(data["applied"], data["duplicates"], _transitions(data))
+
+    def advance(self, tool: str, *, now: int) -> tuple[list[TrackedTransition], ToolState, str]:
+        """open -> half_open if the cooldown has elapsed: (transitions, state, trial mode)."""
+        data = self._run("advance", tool, now)
+        return _transitions(data), ToolState.from_script(data["state"]), data["trial"]
+
+    def acquire(
+        self, tool: str, *, holder: str, ttl_ms: int, now: int, window: int | None = None
+    ) -> AcquireResult:
+        token = secrets.token_hex(8)
+        data = self._run(
+            "acquire", tool, now, holder, token, ttl_ms, "" if window is None else window
+        )
+        return AcquireResult(
+            bool(data["granted"]), int(data["window"]), int(data["lease_until"]), data["token"]
+        )
+
+    def finish_probe(self, tool: str, *, token: str, ok: bool, now: int) -> list[TrackedTransition]:
+        return _transitions(self._run("finish_probe", tool, now, token, "1" if ok else "0"))
+
+    def operate(
+        self, tool: str, *, action: OperatorActionKind, reason: str, now: int
+    ) -> OperateResult | None:
+        """None when the action does not apply (release of a breaker that is not forced)."""
+        data = self._run("operate", tool, now, action.value, reason)
+        if data.get("error") == "not_forced":
+            return None
+        return OperateResult(
+            ToolState.from_script(data["before"]),
+            ToolState.from_script(data["after"]),
+            _transitions(data),
+        )
+
+    # -- rebuilding and policy -----------------------------------------------------------------
+
+    def restore(self, tool: str, fields: Mapping[str, Any]) -> bool:
+        """Write a tool's saved state unless Redis holds the same ``seq`` or newer."""
+        args = [*self._policy_args(0), json.dumps(dict(fields))]
+        written = self._scripts["restore"](keys=self.tool_keys(tool), args=args)
+        self.client.sadd(self.tools_key, tool)
+        return bool(written)
+
+    def set_policy(self, tool: str, fields: Mapping[str, Any]) -> bool:
+        """Replace the per-tool policy fields; False when the tool has no state here."""
+        args = [*self._policy_args(0), json.dumps(dict(fields))]
+        return bool(self._scripts["set_policy"](keys=self.tool_keys(tool), args=args))
+
+    def generation(self) -> str | None:
+        value = self.client.get(self.generation_key)
+        return None if value is None else _text(value)
+
+    def start_generation(self) -> str:
+        """Mark the state as rebuilt; the first rebuilder's generation wins."""
+        self.client.set(self.generation_key, secrets.token_hex(6), nx=True)
+        return self.generation() or ""
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def tools(self) -> list[str]:
+        return sorted(
+            _text(name) for name in cast(set[bytes], self.client.smembers(self.tools_key))
+        )
+
+    def snapshot(self) -> tuple[str | None, dict[str, dict[str, str]]]:
+        """(generation, raw state fields per tool) in one round trip, whatever the tool count.
+
+        The tools' fields are read together with the set of names, for the names this process
+        saw last time; a second round trip fetches only tools that are new since then.
+        """
+        known = self._known_tools
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.generation_key)
+        pipe.smembers(self.tools_key)
+        for tool in known:
+            pipe.hmget(self.tool_keys(tool)[0], _STATE_FIELDS)
+        generation, names, *rows = pipe.execute()
+        tools = sorted(_text(name) for name in names)
+        fetched = dict(zip(known, rows, strict=True))
+        new = [tool for tool in tools if tool not in fetched]
+        if new:
+            pipe = self.client.pipeline(transaction=False)
+            for tool in new:
+                pipe.hmget(self.tool_keys(tool)[0], _STATE_FIELDS)
+            fetched.update(zip(new, pipe.execute(), strict=True))
+        self._known_tools = tools  # replaced, never mutated: other threads read it freely
+        states: dict[str, dict[str, str]] = {}
+        for tool in tools:
+            values = fetched[tool]
+            if values[0] is None:  # no seq: the hash is gone (lost, or not restored yet)
+                continue
+            states[tool] = {
+                name: _text(value) if value is not None else ""
+                for name, value in zip(_STATE_FIELDS, values, strict=True)
+            }
+        return (None if generation is None else _text(generation)), states
+
+    def details(self, tool: str) -> tuple[dict[str, str], dict[str, int], list[str]]:
+        """Every field, the streak's failures per worker and its event ids (one MULTI)."""
+        state_key, workers_key, streak_key = self.tool_keys(tool)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hgetall(state_key)
+        pipe.hgetall(workers_key)
+        pipe.lrange(streak_key, 0, -1)
+        fields, workers, streak = pipe.execute()
+        return (
+            {_text(k): _text(v) for k, v in fields.items()},
+            {_text(k): int(v) for k, v in workers.items()},
+            [_text(event) for event in streak],
+        )
+
+
+def _transitions(data: Mapping[str, Any]) -> list[TrackedTransition]:
+    # cjson encodes an empty Lua table as {}, so "no transitions" arrives as a dict.
+    return [TrackedTransition.from_script(item) for item in data.get("transitions") or []]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

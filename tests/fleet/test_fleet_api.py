@@ -1,0 +1,106 @@
+"""GET /api/v1/fleet with ETag, and the agents' half-open trial lease."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from breakers.models import Tool
+from breakers.services import fleet_tick
+from tests.fleet.conftest import Report
+
+pytestmark = pytest.mark.django_db
+FLEET = "/api/v1/fleet"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def open_breaker(report: Report, tool: str = "web_search") -> None:
+    report("w1", tool, "retryable", "retryable", "retryable")
+    report("w2", tool, "retryable", "retryable")
+
+
+def test_the_fleet_needs_a_token(client: Client) -> None:
+    assert client.get(FLEET).status_code == 401
+    assert client.get(FLEET, headers=bearer("bp_wrong")).status_code == 401
+
+
+def test_the_fleet_lists_every_tool_with_its_state(
+    client: Client, agent_token: str, report: Report
+) -> None:
+    report("w1", "calculator", "success")
+    open_breaker(report)
+    response = client.get(FLEET, headers=bearer(agent_token))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["version"] == 1
+    assert body["tools"]["calculator"] == {
+        "state": "closed",
+        "since": None,
+        "reason": "",
+        "forced": False,
+    }
+    assert body["tools"]["web_search"]["state"] == "open"
+
+
+def test_an_unchanged_fleet_answers_304_to_its_etag(
+    client: Client, agent_token: str, report: Report
+) -> None:
+    report("w1", "web_search", "retryable")
+    first = client.get(FLEET, headers=bearer(agent_token))
+    etag = first["ETag"]
+    # Counting failures changes no state: the agents' copy is still right.
+    report("w2", "web_search", "retryable")
+    again = client.get(FLEET, headers={**bearer(agent_token), "If-None-Match": etag})
+    assert again.status_code == 304
+    assert again.content == b""
+    assert again["ETag"] == etag
+    report("w2", "web_search", "retryable", "retryable", "retryable")
+    changed = client.get(FLEET, headers={**bearer(agent_token), "If-None-Match": etag})
+    assert changed.status_code == 200
+    assert changed["ETag"] != etag
+    assert changed.json()["tools"]["web_search"]["state"] == "open"
+
+
+def test_half_open_says_who_makes_the_trial(
+    client: Client, agent_token: str, report: Report
+) -> None:
+    open_breaker(report)
+    fleet_tick(now=timezone.now() + timedelta(seconds=31))
+    tool = client.get(FLEET, headers=bearer(agent_token)).json()["tools"]["web_search"]
+    assert (tool["state"], tool["trial"]) == ("half_open", "lease")
+    assert tool["reason"] == "cooldown of 30 s elapsed; one trial call"
+
+
+def test_one_worker_gets_the_trial_lease_and_its_call_decides(
+    client: Client, agent_token: str, report: Report
+) -> None:
+    open_breaker(report)
+    fleet_tick(now=timezone.now() + timedelta(seconds=31))
+    url = "/api/v1/tools/web_search/trial"
+    ask: dict[str, Any] = {"content_type": "application/json", "headers": bearer(agent_token)}
+    first = client.post(url, {"worker_id": "w3"}, **ask).json()
+    second = client.post(url, {"worker_id": "w4"}, **ask).json()
+    assert first["granted"] is True and first["expires_at"] is not None
+    assert second == {"granted": False, "window": 1, "expires_at": None}
+    report("w4", "web_search", "success")  # not the trial: decides nothing
+    assert Tool.objects.get(name="web_search").state == "half_open"
+    reply = report("w3", "web_search", "success")
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "closed"
+
+
+def test_a_trial_of_an_unknown_tool_is_404(client: Client, agent_token: str) -> None:
+    response = client.post(
+        "/api/v1/tools/nope/trial",
+        {"worker_id": "w1"},
+        content_type="application/json",
+        headers=bearer(agent_token),
+    )
+    assert response.status_code == 404
+    assert "nope" in response.json()["detail"]

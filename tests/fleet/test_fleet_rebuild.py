@@ -1,0 +1,136 @@
+"""Redis keeps nothing on disk: when it loses its data, the fleet comes back from the database."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+from django.db import transaction
+from django.test import Client
+from django.utils import timezone
+
+from breakers.models import FleetTransition, Incident, Tool
+from breakers.services import fleet_rebuild, fleet_store, fleet_tick
+from runs.services import ingest_batch
+from tests.fleet.conftest import Report, run_started, tool_call
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def open_breaker(report: Report, tool: str) -> None:
+    report("w1", tool, "retryable", "retryable", "retryable")
+    report("w2", tool, "retryable", "retryable")
+
+
+@pytest.fixture
+def fleet_before_the_loss(
+    redis_client: redis.Redis,  # first, so that its own flush happens before, not after
+    client: Client,
+    report: Report,
+    operator_token: str,
+    agent_token: str,
+) -> dict[str, object]:
+    open_breaker(report, "web_search")
+    report("w1", "calculator", "success")
+    report("w1", "maps", "success")
+    client.post(
+        "/api/v1/tools/maps/force-open",
+        {"reason": "vendor migration"},
+        content_type="application/json",
+        headers=bearer(operator_token),
+    )
+    response = client.get("/api/v1/fleet", headers=bearer(agent_token))
+    return {"etag": response["ETag"], "tools": response.json()["tools"]}
+
+
+def test_open_and_forced_breakers_come_back_after_redis_is_flushed(
+    client: Client,
+    agent_token: str,
+    fleet_before_the_loss: dict[str, object],
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    response = client.get("/api/v1/fleet", headers=bearer(agent_token))
+    assert response.json()["tools"] == fleet_before_the_loss["tools"]
+    assert response.json()["tools"]["web_search"]["state"] == "open"
+    assert response.json()["tools"]["maps"]["state"] == "forced_open"
+    # A new generation: no client can mistake the rebuilt state for an older snapshot.
+    assert response["ETag"] != fleet_before_the_loss["etag"]
+
+
+def test_a_report_after_the_loss_does_not_readmit_an_open_tool(
+    report: Report, fleet_before_the_loss: dict[str, object], redis_client: redis.Redis
+) -> None:
+    redis_client.flushdb()
+    reply = report("w3", "web_search", "retryable")
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
+    assert Tool.objects.get(name="web_search").seq == 1
+
+
+def test_celerys_tick_rebuilds_and_keeps_the_cooldown(
+    fleet_before_the_loss: dict[str, object], redis_client: redis.Redis
+) -> None:
+    redis_client.flushdb()
+    fleet_tick(now=timezone.now())
+    store = fleet_store()
+    assert store.generation() is not None
+    assert store.details("web_search")[0]["auto"] == "open"
+    fleet_tick(now=timezone.now() + timedelta(seconds=31))
+    assert store.details("web_search")[0]["auto"] == "half_open"
+
+
+def test_a_tools_policy_comes_back_too(
+    client: Client, operator_token: str, report: Report, redis_client: redis.Redis
+) -> None:
+    report("w1", "flaky", "success")
+    client.put(
+        "/api/v1/tools/flaky/policy",
+        {"threshold": 2},
+        content_type="application/json",
+        headers=bearer(operator_token),
+    )
+    redis_client.flushdb()
+    report("w1", "flaky", "retryable")
+    reply = report("w2", "flaky", "retryable")
+    assert reply["fleet"]["tools"]["flaky"]["state"] == "open"
+
+
+def test_a_rebuild_never_overwrites_newer_state(
+    report: Report, fleet_before_the_loss: dict[str, object]
+) -> None:
+    # The database is one transition behind Redis (say its transaction was still running).
+    Tool.objects.filter(name="web_search").update(seq=0, state="closed", auto_state="closed")
+    assert fleet_rebuild() == 0
+    assert fleet_store().details("web_search")[0]["auto"] == "open"
+
+
+def test_a_transition_whose_batch_rolled_back_is_recorded_by_the_tick(report: Report) -> None:
+    # Redis opened the breaker inside a batch whose transaction then failed: no row, no
+    # incident, and a rebuild would bring back "closed". Celery's tick catches up.
+    report("w1", "web_search", "retryable", "retryable", "retryable")
+    events = [
+        run_started("r-lost"),
+        *(tool_call("r-lost", "web_search", "retryable") for _ in range(2)),
+    ]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        ingest_batch(worker_id="w2", events=events)
+        raise RuntimeError("the commit failed")
+    assert not FleetTransition.objects.exists()
+    fleet_tick(now=timezone.now())  # too early: its transaction might still be committing
+    assert not FleetTransition.objects.exists()
+    fleet_tick(now=timezone.now() + timedelta(seconds=61))
+    row = FleetTransition.objects.get(seq=1)
+    assert (row.cause_kind, row.from_state, row.to_state, row.seq) == (
+        "reconcile",
+        "closed",
+        "open",
+        1,
+    )
+    assert Incident.objects.get().opened_by == row
+    # The same tick then moved it on as usual: the cooldown had elapsed too.
+    assert Tool.objects.get(name="web_search").state == "half_open"

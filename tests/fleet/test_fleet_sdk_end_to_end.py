@@ -1,0 +1,97 @@
+"""End to end: two agent workers with the real SDK client against the control plane (gunicorn).
+
+One worker's failures (with another's) open the fleet breaker; the other worker's runs drop the
+tool from their toolsets through the client's fleet poll. An operator's force close brings the
+tool back for new runs only: a tool removed from a run stays removed for that run.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from breakers.sdk import ToolFailure
+from breakers.sdk.client import ControlPlane
+from runs.models import AgentToken
+from tests.processes import WebServerProcess
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "web_search"}},
+    {"type": "function", "function": {"name": "calculator"}},
+]
+
+
+@pytest.fixture(scope="module")
+def web_server(django_db_setup: None) -> Iterator[WebServerProcess]:
+    with WebServerProcess(workers=2, threads=4) as server:
+        yield server.start()
+
+
+def eventually(condition: Callable[[], bool], what: str, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def names(tools: list[dict[str, Any]]) -> list[str]:
+    return [tool["function"]["name"] for tool in tools]
+
+
+def test_a_fleet_opening_reaches_another_workers_runs(
+    web_server: WebServerProcess, transactional_db: None, fleet_redis: redis.Redis
+) -> None:
+    agent_token = AgentToken.issue(name="agents")[1]
+    operator_token = AgentToken.issue(name="ops", is_operator=True)[1]
+    plane_a = ControlPlane(web_server.url, token=agent_token, worker_id="worker-a")
+    plane_b = ControlPlane(web_server.url, token=agent_token, worker_id="worker-b")
+    plane_c = ControlPlane(web_server.url, token=agent_token, worker_id="worker-c")
+    try:
+        run_a = plane_a.start_run(agent="research", step_budget=20)
+        run_c = plane_c.start_run(agent="research", step_budget=20)
+        run_b = plane_b.start_run(agent="research", step_budget=20)
+        for _ in range(3):
+            run_c.record_failure("web_search", ToolFailure("503 from vendor", retryable=True))
+        assert plane_c.flush()
+        for _ in range(2):
+            run_a.record_failure("web_search", ToolFailure("503 from vendor", retryable=True))
+        assert plane_a.flush()
+        # Neither A nor C had five failures of its own: the fleet removed it (A learnt it
+        # from the reply to its own batch).
+        assert names(run_a.available(TOOLS)) == ["calculator"]
+        assert run_a.removals()["web_search"].scope == "fleet"
+        assert plane_a.worker.state("web_search") == "closed"
+
+        eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
+        notice = run_b.notice()
+        assert notice is not None and "web_search" in notice
+
+        request = urllib.request.Request(
+            web_server.url + "/api/v1/tools/web_search/force-close",
+            data=b'{"reason": "vendor says it is fixed"}',
+            headers={
+                "Authorization": f"Bearer {operator_token}",
+                "Content-Type": "application/json",
+            },
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        new_run = plane_b.start_run(agent="research", step_budget=20)
+        eventually(
+            lambda: plane_b.fleet.snapshot()["web_search"].state == "forced_closed",
+            "B to see the force close",
+        )
+        assert names(new_run.available(TOOLS)) == ["web_search", "calculator"]
+        assert names(run_b.available(TOOLS)) == ["calculator"]  # removed for that run for good
+    finally:
+        for plane in (plane_a, plane_b, plane_c):
+            plane.close()

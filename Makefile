@@ -33,7 +33,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy breakers runs controlplane
+	$(BIN)/mypy breakers runs controlplane dashboard
 
 bench: venv services
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) bench/run_all.sh

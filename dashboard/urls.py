@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from dashboard import views
+
+app_name = "dashboard"
+
+# Tools are addressed by id, not name: a name is agent-sent text (any characters, "/" included),
+# and ids keep every URL short, unambiguous and free of it.
+urlpatterns = [
+    path("", views.board, name="board"),
+    path("tools/<int:pk>/", views.tool_detail, name="tool"),
+    path("tools/<int:pk>/act/", views.tool_action, name="tool-action"),
+    path("tools/<int:pk>/policy/", views.tool_policy, name="tool-policy"),
+    path("incidents/", views.incidents, name="incidents"),
+    path("incidents/<int:pk>/", views.incident_detail, name="incident"),
+    path("audit/", views.audit_log, name="audit"),
+    path("runs/", views.runs_list, name="runs"),
+    path("runs/<int:pk>/", views.run_detail, name="run"),
+]

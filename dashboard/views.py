@@ -1,0 +1,313 @@
+"""Dashboard pages: thin function views over the read functions of this app and the fleet
+services of ``breakers.services``.
+
+Login is enforced for every page by ``dashboard.middleware.LoginRequiredMiddleware``; acting on a
+breaker needs an operator (``operator_required``), whatever the page showed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+from urllib.parse import urlencode
+
+import redis
+from django.contrib import messages
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRefresh, trigger_client_event
+
+from breakers.fleet.rules import OperatorActionKind
+from breakers.models import Incident, OperatorAction, Tool
+from breakers.services import (
+    FleetInputError,
+    NotForcedError,
+    UnknownToolError,
+    fleet_operator_action,
+    tool_policy_update,
+)
+from dashboard.board import (
+    ACTIVE_RUN_WINDOW,
+    WORKER_LIVE_WINDOW,
+    BoardFilters,
+    StateFilter,
+    board_etag,
+    fleet_board,
+)
+from dashboard.forms import (
+    ACTION_HELP,
+    ACTION_LABELS,
+    AuditFilterForm,
+    BoardFilterForm,
+    IncidentFilterForm,
+    OperatorActionForm,
+    PolicyForm,
+    RunFilterForm,
+)
+from dashboard.http import HtmxHttpRequest, render_page
+from dashboard.incidents import IncidentFilters, incident_page, incidents_page
+from dashboard.permissions import is_operator, operator_required
+from dashboard.queries import AuditFilters, RunFilters, audit_page, run_timeline, runs_page
+from dashboard.tool_page import tool_page
+from runs.models import Run
+
+# The htmx event that makes the board poll at once (an operator just acted).
+FLEET_CHANGED_EVENT = "fleet-changed"
+REDIS_DOWN_MESSAGE = (
+    "The fleet store (Redis) cannot be reached, so nothing was changed. Try again in a moment; "
+    "if it lasts, use the operator API once Redis is back."
+)
+
+
+# -- board ----------------------------------------------------------------------------------
+
+
+@require_GET
+def board(request: HtmxHttpRequest) -> HttpResponse:
+    form = BoardFilterForm(request.GET)
+    valid = form.is_valid()
+    data = form.cleaned_data if valid else {}
+    filters = BoardFilters(state=StateFilter(data.get("state") or ""), q=data.get("q") or "")
+    operator = is_operator(request.user)
+    snapshot = fleet_board(filters=filters)
+    polling = bool(request.htmx) and not request.htmx.history_restore_request
+    etag = board_etag(snapshot, filters=filters, variant="operator" if operator else "viewer")
+    if polling and valid and etag in _etags(request.headers.get("If-None-Match", "")):
+        # Nothing the board shows has changed: no rendering, an empty answer, htmx keeps it.
+        response = HttpResponse(status=304)
+    else:
+        context = {
+            "nav": "board",
+            "form": form,
+            "filters": filters,
+            "board": snapshot,
+            "is_operator": operator,
+            "poll_url": _board_url(filters),
+            "poll_headers": json.dumps({"If-None-Match": etag}),
+            "worker_live_minutes": round(WORKER_LIVE_WINDOW.total_seconds() / 60),
+            "active_run_hours": round(ACTIVE_RUN_WINDOW.total_seconds() / 3600),
+        }
+        response = render_page(request, "dashboard/board.html", context, partial="board-live")
+        response.status_code = 200 if valid else 400
+    if polling:
+        response["ETag"] = etag
+    # Revalidate every time (the board is live), and keep it out of shared caches.
+    response["Cache-Control"] = "no-cache, private"
+    patch_vary_headers(response, ("HX-Request", "Cookie"))
+    return response
+
+
+def _board_url(filters: BoardFilters) -> str:
+    """The board with these filters: what the live region polls."""
+    query = urlencode({k: v for k, v in (("q", filters.q), ("state", filters.state)) if v})
+    return reverse("dashboard:board") + (f"?{query}" if query else "")
+
+
+def _etags(header: str) -> set[str]:
+    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+def _tool_or_404(pk: int) -> Tool:
+    return get_object_or_404(Tool.objects.select_related("policy"), pk=pk)
+
+
+@require_GET
+def tool_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    tool = _tool_or_404(pk)
+    return _render_tool(request, tool, PolicyForm(initial=_policy_initial(tool)))
+
+
+def _render_tool(
+    request: HtmxHttpRequest, tool: Tool, policy_form: PolicyForm, *, status: int = 200
+) -> HttpResponse:
+    page = tool_page(tool=tool)
+    context = {
+        "nav": "board",
+        "page": page,
+        "tool": tool,
+        "is_operator": is_operator(request.user),
+        "action_form": OperatorActionForm(initial={"next": "tool"}),
+        "action_help": ACTION_HELP,
+        "policy_form": policy_form,
+    }
+    response = render_page(request, "dashboard/tool_detail.html", context)
+    response.status_code = status
+    return response
+
+
+def _policy_initial(tool: Tool) -> dict[str, Any]:
+    policy = getattr(tool, "policy", None)
+    if policy is None:
+        return {}
+    return {name: getattr(policy, name) for name in PolicyForm.base_fields}
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def tool_action(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
+    """Force open, force close, release or reset one tool, with a required reason."""
+    tool = _tool_or_404(pk)
+    if request.method == "GET":
+        initial = {"next": request.GET.get("next", "board")}
+        if request.GET.get("action") in ACTION_HELP:
+            initial["action"] = request.GET["action"]
+        return _action_form(request, tool, OperatorActionForm(initial=initial))
+    form = OperatorActionForm(request.POST)
+    if not form.is_valid():
+        return _action_form(request, tool, form, status=400)
+    try:
+        row = fleet_operator_action(
+            tool_name=tool.name,
+            action=OperatorActionKind(form.cleaned_data["action"]),
+            reason=form.cleaned_data["reason"],
+            user=cast(User, request.user),  # operator_required: signed in
+        )
+    except UnknownToolError as exc:
+        raise Http404(str(exc)) from exc
+    except NotForcedError as exc:
+        form.add_error("action", str(exc))
+        return _action_form(request, tool, form, status=409)
+    except FleetInputError as exc:
+        form.add_error("reason", str(exc))
+        return _action_form(request, tool, form, status=400)
+    except redis.RedisError:
+        form.add_error(None, REDIS_DOWN_MESSAGE)
+        return _action_form(request, tool, form, status=503)
+    return _acted(request, tool, row, back_to_tool=form.cleaned_data.get("next") == "tool")
+
+
+def _acted(
+    request: HtmxHttpRequest, tool: Tool, row: OperatorAction, *, back_to_tool: bool
+) -> HttpResponseBase:
+    """After an action: the board shows the outcome in its panel and polls at once; the tool
+    page (and any page without htmx) reloads with a message."""
+    if request.htmx and not back_to_tool:
+        context = {"tool": tool, "done": row, "nav": "board"}
+        template = "dashboard/tool_action.html"
+        response = render_page(request, template, context, partial="action-panel")
+        return trigger_client_event(response, FLEET_CHANGED_EVENT)
+    state = str(row.after.get("state", "?")).replace("_", " ")
+    messages.success(request, f"{ACTION_LABELS[row.action]} of {tool.name}: now {state}.")
+    if request.htmx:
+        return HttpResponseClientRefresh()
+    url = reverse("dashboard:tool", args=[tool.pk]) if back_to_tool else reverse("dashboard:board")
+    return HttpResponseRedirect(url, status=303)
+
+
+def _action_form(
+    request: HtmxHttpRequest, tool: Tool, form: OperatorActionForm, *, status: int = 200
+) -> HttpResponse:
+    context = {"tool": tool, "form": form, "action_help": ACTION_HELP, "nav": "board"}
+    response = render_page(request, "dashboard/tool_action.html", context, partial="action-panel")
+    response.status_code = status
+    return response
+
+
+@require_http_methods(["POST"])
+@operator_required
+def tool_policy(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
+    tool = _tool_or_404(pk)
+    form = PolicyForm(request.POST)
+    if form.is_valid():
+        try:
+            tool_policy_update(
+                tool_name=tool.name,
+                changes=form.cleaned_data,
+                actor=f"user:{request.user.get_username()}",
+            )
+        except ValidationError as exc:
+            for name, errors in exc.message_dict.items():
+                form.add_error(name if name in form.fields else None, errors)
+        except redis.RedisError:
+            form.add_error(None, REDIS_DOWN_MESSAGE)
+        except (UnknownToolError, FleetInputError) as exc:
+            form.add_error(None, str(exc))
+    if form.errors:
+        return _render_tool(request, _tool_or_404(pk), form, status=400)
+    messages.success(request, f"Policy of {tool.name} saved.")
+    return HttpResponseRedirect(reverse("dashboard:tool", args=[tool.pk]) + "#policy", status=303)
+
+
+# -- incidents, audit -------------------------------------------------------------------------
+
+
+@require_GET
+def incidents(request: HtmxHttpRequest) -> HttpResponse:
+    form = IncidentFilterForm(request.GET)
+    page = None
+    filters = IncidentFilters()
+    if form.is_valid():
+        data = form.cleaned_data
+        filters = IncidentFilters(tool=data["tool"], status=data["status"])
+        page = incidents_page(filters=filters, page=data["page"] or 1)
+    context = {"nav": "incidents", "form": form, "filters": filters, "page": page}
+    response = render_page(request, "dashboard/incidents.html", context, partial="incidents-table")
+    if page is None:
+        response.status_code = 400
+    return response
+
+
+@require_GET
+def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    incident = get_object_or_404(
+        Incident.objects.select_related("tool", "opened_by", "closed_by"), pk=pk
+    )
+    context = {"nav": "incidents", "page": incident_page(incident=incident)}
+    return render_page(request, "dashboard/incident_detail.html", context)
+
+
+@require_GET
+def audit_log(request: HtmxHttpRequest) -> HttpResponse:
+    form = AuditFilterForm(request.GET)
+    page = None
+    filters = AuditFilters()
+    if form.is_valid():
+        data = form.cleaned_data
+        filters = AuditFilters(tool=data["tool"], action=data["action"])
+        page = audit_page(filters=filters, page=data["page"] or 1)
+    context = {"nav": "audit", "form": form, "filters": filters, "page": page}
+    response = render_page(request, "dashboard/audit_log.html", context, partial="audit-table")
+    if page is None:
+        response.status_code = 400
+    return response
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+@require_GET
+def runs_list(request: HtmxHttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    page = None
+    if form.is_valid():
+        data = form.cleaned_data
+        filters = RunFilters(
+            run_id=data["run"],
+            agent=data["agent"],
+            worker=data["worker"],
+            status=data["status"],
+            degraded={"yes": True, "no": False}.get(data["degraded"]),
+        )
+        page = runs_page(filters=filters, page=data["page"] or 1)
+    else:
+        filters = RunFilters()
+    context = {"nav": "runs", "form": form, "filters": filters, "page": page}
+    response = render_page(request, "dashboard/runs.html", context, partial="runs-table")
+    if page is None:
+        response.status_code = 400
+    return response
+
+
+@require_GET
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("worker"), pk=pk)
+    context = {"nav": "runs", "run": run, "timeline": run_timeline(run=run)}
+    return render_page(request, "dashboard/run_detail.html", context)

@@ -1,0 +1,120 @@
+"""Playwright driving Debian's chromium against pytest-django's live server.
+
+Never ``playwright install``: no browser is downloaded. The tests use the system chromium
+(``CHROMIUM`` or /usr/bin/chromium); where there is none they skip, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def find_chromium() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("chromium")
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator[Browser]:
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip(
+            "browser tests need Debian's chromium: apt-get install chromium "
+            "(`make test` runs scripts/ensure_browser.sh, which installs it when it can)"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - playwright is in the dev dependencies
+        pytest.skip("browser tests need Playwright for Python: pip install -r requirements.lock")
+    # Playwright's sync API keeps an event loop in this thread, and Django refuses ORM calls
+    # while one exists. The tests' own ORM calls are plain synchronous code, so allow them for
+    # this package only, and put the check back afterwards.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(
+                executable_path=executable, headless=True, args=CHROMIUM_ARGS
+            )
+            yield launched
+            launched.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@dataclass
+class PageWatch:
+    """What the page did that a test must notice: dialogs (an XSS fired) and script errors."""
+
+    dialogs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def watch() -> PageWatch:
+    return PageWatch()
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: Any, watch: PageWatch) -> Iterator[Page]:
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(10_000)
+    new_page = context.new_page()
+
+    def on_dialog(dialog: Any) -> None:
+        watch.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    new_page.on("dialog", on_dialog)
+    new_page.on("pageerror", lambda error: watch.errors.append(str(error)))
+    yield new_page
+    context.close()
+
+
+@pytest.fixture
+def log_in_as(page: Page, live_server: Any) -> Callable[[User], None]:
+    """Give the browser a session for a user without going through the form (one test does)."""
+
+    def log_in(user: User) -> None:
+        client = Client()
+        client.force_login(user)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+        page.context.add_cookies(
+            [{"name": cookie.key, "value": cookie.value, "url": live_server.url}]
+        )
+
+    return log_in
+
+
+@pytest.fixture
+def viewer(transactional_db: None) -> User:
+    return User.objects.create_user("viewer", password="viewer-pass-123")

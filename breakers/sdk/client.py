@@ -69,6 +69,9 @@ logger = logging.getLogger("breakers.sdk.client")
 MAX_TEXT_CHARS = 2000
 _RUN_STATUSES = frozenset({"completed", "failed", "cancelled"})
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+ALL_SCOPES: tuple[str, ...] = (Scope.RUN, Scope.WORKER, Scope.FLEET)
+# A run breaker that never trips: how a plane without run scope still records per-run facts.
+_NEVER = 2**62
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -119,10 +122,18 @@ class Run:
         self.step_budget = step_budget
         self.step = 0
         self.finished = False
-        self.breakers: RunBreakers = plane.worker.start_run(
-            step_budget=step_budget,
-            sources=(plane.fleet,),
+        scopes = plane.scopes
+        run_breaker = ToolBreaker(
+            plane.threshold if Scope.RUN in scopes else _NEVER,
+            step_budget=step_budget if Scope.RUN in scopes else None,
+            clock=plane.worker.clock,
             on_transition=self._on_run_transition,
+        )
+        self.breakers: RunBreakers = RunBreakers(
+            run_breaker,
+            worker=plane.worker if Scope.WORKER in scopes else None,
+            sources=(plane.fleet,) if Scope.FLEET in scopes else (),
+            clock=plane.worker.clock,
         )
 
     # -- the three-line wiring (same calls as ToolBreaker) --------------------------------
@@ -297,6 +308,7 @@ class ControlPlane:
         cooldown: float = DEFAULT_COOLDOWN,
         max_cooldown: float = DEFAULT_MAX_COOLDOWN,
         clock: Clock = time.monotonic,
+        scopes: Iterable[str] = ALL_SCOPES,
         start: bool = True,
     ) -> None:
         parts = urlsplit(url)
@@ -304,6 +316,13 @@ class ControlPlane:
             raise ValueError(f"url must be http(s)://host[:port], got {url!r}")
         if not worker_id or len(worker_id) > 200:
             raise ValueError("worker_id must be 1-200 characters")
+        unknown = set(scopes) - set(ALL_SCOPES)
+        if unknown:
+            raise ValueError(f"scopes must be among {list(ALL_SCOPES)}, got {sorted(unknown)}")
+        # Which breakers may remove a tool from this plane's runs. Every scope is on by default;
+        # turning one off is for comparisons (the outage replay) and staged roll-outs.
+        self.scopes = frozenset(Scope(name) for name in scopes)
+        self.threshold = threshold
         self.url = url.rstrip("/")
         self.worker_id = worker_id
         self.batch_size = max(1, batch_size)

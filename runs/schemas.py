@@ -69,7 +69,9 @@ Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
 PositiveCount = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
 OutcomeName = Literal["success", "retryable", "semantic", "blocked"]
-ReportedScope = Literal["run", "worker"]
+# A run reports the fleet scope only as "this run lost the tool to the fleet breaker" (with its
+# run_id); the fleet's own state is decided by the control plane, never by agents.
+ReportedScope = Literal["run", "worker", "fleet"]
 # Agents' run and worker breakers only close, open and half-open; forced states are operator
 # actions and fleet transitions are decided by the control plane, so agents cannot report them.
 ReportedState = Literal["closed", "open", "half_open"]
@@ -116,7 +118,9 @@ class ToolCallEvent(_Event):
 
 class BreakerTransitionEvent(_Event):
     type: Literal["breaker.transition"]
-    run_id: Identifier | None = Field(default=None, description="Required when scope is 'run'.")
+    run_id: Identifier | None = Field(
+        default=None, description="Required when scope is 'run' or 'fleet'."
+    )
     scope: ReportedScope
     tool: Identifier
     state: ReportedState
@@ -124,8 +128,10 @@ class BreakerTransitionEvent(_Event):
 
     @model_validator(mode="after")
     def _run_scope_needs_run(self) -> BreakerTransitionEvent:
-        if self.scope == "run" and self.run_id is None:
-            raise ValueError("run_id is required when scope is 'run'")
+        if self.scope in ("run", "fleet") and self.run_id is None:
+            raise ValueError(f"run_id is required when scope is {self.scope!r}")
+        if self.scope == "fleet" and self.state != "open":
+            raise ValueError("a fleet-scope report can only say that a run lost the tool (open)")
         return self
 
 

@@ -134,6 +134,7 @@ class Run:
             worker=plane.worker if Scope.WORKER in scopes else None,
             sources=(plane.fleet,) if Scope.FLEET in scopes else (),
             clock=plane.worker.clock,
+            on_remove=self._on_removed,
         )
 
     # -- the three-line wiring (same calls as ToolBreaker) --------------------------------
@@ -254,6 +255,14 @@ class Run:
                 "error": _clip(error),
             }
         )
+
+    def _on_removed(self, removal: Removal) -> None:
+        # The run's own breaker reports its transition itself; a wider scope's removal is reported
+        # as seen by this run, so its page can show when and by which scope it lost the tool.
+        if removal.scope is not Scope.RUN:
+            self.plane._emit_transition(
+                removal.tool, removal.scope, State.OPEN, removal.reason, run_id=self.run_id
+            )
 
     def _on_run_transition(
         self, tool: str, scope: Scope, old_state: State, new_state: State, reason: str, /

@@ -246,9 +246,17 @@ REJECTED_EVENTS: dict[str, tuple[dict[str, Any], str]] = {
         _with_run(event("run.finished", run_id="r-404")),
         "unknown run_id 'r-404'",
     ),
-    "fleet transition reported": (
-        _with_run(event("breaker.transition", scope="fleet")),
-        "scope: Input should be 'run' or 'worker'",
+    "fleet transition without a run": (
+        _with_run(event("breaker.transition", scope="fleet", run_id=None)),
+        "run_id is required when scope is 'fleet'",
+    ),
+    "fleet state change reported by an agent": (
+        _with_run(event("breaker.transition", scope="fleet", state="closed")),
+        "a fleet-scope report can only say that a run lost the tool (open)",
+    ),
+    "unknown scope": (
+        _with_run(event("breaker.transition", scope="galaxy")),
+        "scope: Input should be 'run', 'worker' or 'fleet'",
     ),
     "forced state reported": (
         _with_run(event("breaker.transition", state="forced_open")),

@@ -129,6 +129,10 @@ def test_the_next_run_of_the_worker_starts_without_the_broken_tool(
     assert names(second.available(TOOLS)) == ["read_page"]
     notice = second.notice()
     assert notice is not None and "web_search" in notice
+    # The second run lost the tool to the worker breaker: reported as seen by that run.
+    assert plane.close(timeout=10)
+    seen = ReportedTransition.objects.get(run__run_id=second.run_id)
+    assert (seen.scope, seen.tool, seen.state) == ("worker", "web_search", "open")
 
 
 def test_control_plane_down_then_up_every_buffered_event_arrives_once(

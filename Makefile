@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: venv services browser test lint typecheck bench demo clean
+.PHONY: venv services browser test lint typecheck bench demo example clean
 
 venv: $(BIN)/.installed
 
@@ -39,6 +39,9 @@ bench: venv services
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) bench/run_all.sh
 
 demo: venv
+	@scripts/demo.sh
+
+example: venv
 	$(BIN)/python -m breakers.sdk.example
 
 clean:

@@ -12,7 +12,10 @@ wait_for() {  # wait_for NAME CHECK: up to 15 s
   return 1
 }
 
-if ! pg_up; then
+redis_only=false
+[ "${1:-}" = "--redis-only" ] && redis_only=true  # the demo runs on SQLite
+
+if ! $redis_only && ! pg_up; then
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
     echo "starting PostgreSQL…"
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make demo`: the control plane on embedded defaults (SQLite, Redis on localhost), a Celery
+# worker and beat, and the outage replay playing in the background so the board goes open,
+# half-open and closed live. Ctrl-C stops everything this script started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+PORT=${DEMO_PORT:-8000}
+URL="http://127.0.0.1:${PORT}"
+LOGS=var/demo
+mkdir -p "$LOGS"
+export SITE_URL="$URL" DEBUG=True
+# A fleet tick every half second keeps the compressed replay's half-open windows visible.
+export BREAKER_TICK_SECONDS=${BREAKER_TICK_SECONDS:-0.5}
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo; echo "stopping the demo…"
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+scripts/ensure_services.sh --redis-only
+$BIN/python manage.py migrate --noinput >"$LOGS/migrate.log"
+$BIN/python manage.py ensure_demo_operator
+
+# Django's own server (threaded) serves the static files in DEBUG; docker-compose.yml runs gunicorn.
+$BIN/python manage.py runserver "127.0.0.1:${PORT}" --noreload >"$LOGS/web.log" 2>&1 &
+pids+=($!)
+$BIN/celery -A controlplane worker --loglevel=INFO --concurrency=2 --pool=threads \
+  >"$LOGS/worker.log" 2>&1 &
+pids+=($!)
+$BIN/celery -A controlplane beat --loglevel=INFO --schedule "$LOGS/celerybeat-schedule" \
+  >"$LOGS/beat.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 1 60); do
+  curl -fsS -o /dev/null "$URL/accounts/login/" 2>/dev/null && break
+  sleep 0.5
+done
+echo
+echo "Breaker Panel is up: $URL   (log in as operator / breaker-panel-demo)"
+echo "  logs in $LOGS/"
+echo "  replaying the outage in every breaker mode (about 2-3 minutes); watch the board"
+echo "  Ctrl-C stops the web server, the Celery worker and beat"
+echo
+$BIN/python manage.py simulate_outage --url "$URL" --json "$LOGS/outage.json" \
+  ${DEMO_REPLAY_ARGS:-} 2>&1 | tee "$LOGS/replay.log" &
+pids+=($!)
+wait "${pids[0]}"

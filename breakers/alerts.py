@@ -773,10 +773,11 @@ def settle_spells(*, now: datetime) -> int:
     spells = (
         Alert.objects.filter(kind=AlertKind.FLAPPING, group_until__lte=now, payload__settled=False)
         .values_list("transition_id", "tool_id")
-        .distinct()
+        .order_by("transition_id")
+        .distinct()[:SWEEP_BATCH]
     )
     settled = 0
-    for transition_id, tool_id in list(spells)[:SWEEP_BATCH]:
+    for transition_id, tool_id in list(spells):
         with transaction.atomic():
             Tool.objects.select_for_update().filter(pk=tool_id).first()
             rows = list(

@@ -463,3 +463,16 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} alert on {self.tool} to {self.channel} ({self.state})"
+
+    # The names the dashboard's incident timeline reads (``dashboard/incidents.py``).
+    @property
+    def at(self) -> datetime:
+        return self.sent_at or self.created_at
+
+    @property
+    def status(self) -> str:
+        return self.state
+
+    @property
+    def error(self) -> str:
+        return self.last_error

@@ -19,6 +19,15 @@ fleet state too. When the buffer is full, new events are dropped (the oldest are
 include the ``run.started`` later events refer to), counted, and the count is reported with the
 next batch that gets through.
 
+The fleet half-open trial of a tool without a probe is one agent call under a lease. After
+each poll, for every such tool, the poll thread asks ``POST /api/v1/tools/{tool}/trial`` (while
+this worker has a run in progress, so an idle worker never sits on the fleet's only trial; a
+refusal is asked again after ``trial_retry_interval``, an error on the next poll). On a grant,
+the first run of this worker to ask that still has the tool keeps it in ``available()``: its
+next reported call of the tool decides (success closes the fleet breaker, a retryable failure
+re-opens it with a longer cooldown, a semantic one says nothing and the lease is asked for
+again). Every other run has it removed, and the lease lapses unused after its ``expires_at``.
+
 Event ids are a per-process random prefix (64 bits from ``os.urandom``, renewed after ``fork``)
 plus a counter: unique across processes without a ``uuid4()`` per event.
 
@@ -28,6 +37,7 @@ Only the standard library is used, so an agent process needs nothing beyond ``br
 from __future__ import annotations
 
 import atexit
+import email.utils
 import http.client
 import itertools
 import json
@@ -41,7 +51,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from breakers.sdk.core import (
     Clock,
@@ -72,6 +82,8 @@ _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 ALL_SCOPES: tuple[str, ...] = (Scope.RUN, Scope.WORKER, Scope.FLEET)
 # A run breaker that never trips: how a plane without run scope still records per-run facts.
 _NEVER = 2**62
+# An HTTP Date header has whole seconds: count a lease as that much shorter than it says.
+_DATE_RESOLUTION = 1.0
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -136,6 +148,7 @@ class Run:
             clock=plane.worker.clock,
             on_remove=self._on_removed,
         )
+        plane._runs_in_progress.add(self)
 
     # -- the three-line wiring (same calls as ToolBreaker) --------------------------------
 
@@ -216,6 +229,7 @@ class Run:
         self.finished = True
         lost_a_tool = bool(self.breakers.removals())
         self.breakers.close()
+        self.plane._runs_in_progress.discard(self)
         self.plane._emit(
             {
                 "type": "run.finished",
@@ -285,6 +299,8 @@ class SenderStats:
         self.dropped_reported = 0  # of those, acknowledged by the control plane
         self.failed_attempts = 0  # sends that did not get a 200 (and were retried)
         self.fleet_polls = 0
+        self.trial_requests = 0  # POST /api/v1/tools/{tool}/trial sent
+        self.trials_granted = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(vars(self))
@@ -297,7 +313,8 @@ class ControlPlane:
     """One per agent worker process: worker-scope breakers, the fleet view, and the sender.
 
     ``url`` is the control plane's base URL (``http://host:8000``). Network calls happen only
-    on the two background threads, each with ``timeout`` seconds per request.
+    on the two background threads, each with ``timeout`` seconds per request. ``scopes`` names
+    the breakers that may remove a tool from this plane's runs (all by default).
     """
 
     def __init__(
@@ -311,6 +328,7 @@ class ControlPlane:
         max_buffer: int = 10_000,
         timeout: float = 5.0,
         fleet_poll_interval: float = 1.0,
+        trial_retry_interval: float = 5.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         threshold: int = ToolBreaker.THRESHOLD,
@@ -339,6 +357,9 @@ class ControlPlane:
         self.max_buffer = max(self.batch_size, max_buffer)
         self.timeout = timeout
         self.fleet_poll_interval = fleet_poll_interval
+        # Another worker holds the trial lease: it is free again only when that lease lapses
+        # (120 s) or its call was semantic, so asking every poll would only add load.
+        self.trial_retry_interval = trial_retry_interval
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._scheme = parts.scheme
@@ -351,7 +372,7 @@ class ControlPlane:
             "User-Agent": "breakers-sdk",
         }
         self.stats = SenderStats()
-        self.fleet = ExternalScope(Scope.FLEET)
+        self.fleet = ExternalScope(Scope.FLEET, clock=clock)
         self.fleet_version = -1
         self.worker = WorkerBreakers(
             threshold=threshold,
@@ -367,6 +388,9 @@ class ControlPlane:
         self._flush_requested = False
         self._drop_report: tuple[str, int] | None = None  # (id, count) resent until acknowledged
         self._fleet_etag: str | None = None
+        self._trial_body = json.dumps({"worker_id": worker_id}).encode()
+        # Weak: a run the agent dropped without finish() stops counting once collected.
+        self._runs_in_progress: weakref.WeakSet[Run] = weakref.WeakSet()
         self._stopping = threading.Event()
         self._closed = False
         self._threads: list[threading.Thread] = []
@@ -450,7 +474,12 @@ class ControlPlane:
                 state = State(entry.get("state"))
             except (AttributeError, ValueError):
                 continue  # a state this SDK does not know: ignore rather than guess
-            states[name] = ScopeState(state, str(entry.get("reason") or ""))
+            states[name] = ScopeState(
+                state,
+                str(entry.get("reason") or ""),
+                trial=str(entry.get("trial") or ""),
+                since=str(entry.get("since") or ""),
+            )
         with self._lock:
             if version < self.fleet_version and not authoritative:
                 return
@@ -611,6 +640,32 @@ class ControlPlane:
             return True
         return status in (304, 404)  # 404: a control plane without the fleet endpoint
 
+    def _ask_for_trials(self) -> None:
+        """Ask for the trial lease of each half-open tool that wants one (poll thread)."""
+        if Scope.FLEET not in self.scopes or not self._runs_in_progress:
+            return
+        for name, status in self.fleet.trials_to_request():
+            self._ask_for_trial(name, status)
+
+    def _ask_for_trial(self, name: str, status: ScopeState) -> None:
+        asked_at = self.fleet.clock()  # before sending: the lease cannot have begun earlier
+        path = f"/api/v1/tools/{quote(name, safe='')}/trial"
+        code, headers, reply = self._request("POST", path, self._trial_body)
+        self.stats.trial_requests += 1
+        try:
+            grant = _read_grant(code, headers, reply)
+        except ValueError as exc:
+            logger.warning(
+                "trial lease for %s not obtained (%s); asking on the next poll", name, exc
+            )
+            return
+        if grant is None:
+            self.fleet.refuse_trial(name, status, retry_at=asked_at + self.trial_retry_interval)
+            return
+        window, seconds_left = grant
+        if self.fleet.grant_trial(name, status, window=window, expires_at=asked_at + seconds_left):
+            self.stats.trials_granted += 1
+
     # -- HTTP ------------------------------------------------------------------------------
 
     def _connection(self) -> http.client.HTTPConnection:
@@ -649,6 +704,38 @@ class ControlPlane:
         return response.status, headers, reply
 
 
+def _read_grant(code: int, headers: Mapping[str, str], reply: Any) -> tuple[int, float] | None:
+    """``(window, seconds left)`` of a granted trial lease, None if refused; ValueError when the
+    request failed or the answer makes no sense."""
+    if code != 200 or not isinstance(reply, Mapping):
+        raise ValueError(f"HTTP {code}" if code else "no answer")
+    if reply.get("granted") is False:
+        return None
+    window, expires = reply.get("window"), reply.get("expires_at")
+    if (
+        reply.get("granted") is not True
+        or not isinstance(window, int)
+        or not isinstance(expires, str)
+    ):
+        raise ValueError(f"unexpected answer {reply!r:.200}")
+    expires_at = datetime.fromisoformat(expires)
+    if expires_at.tzinfo is None:
+        raise ValueError(f"expires_at without a time zone: {expires!r}")
+    # The server's own clock (its Date header) measures what is left: this host's may be off.
+    seconds_left = (expires_at - _server_now(headers)).total_seconds() - _DATE_RESOLUTION
+    if seconds_left <= 0:
+        raise ValueError(f"the lease has already expired ({expires})")
+    return window, seconds_left
+
+
+def _server_now(headers: Mapping[str, str]) -> datetime:
+    try:
+        moment = email.utils.parsedate_to_datetime(headers.get("date", ""))
+    except (TypeError, ValueError):
+        return datetime.now(UTC)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _send_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event) -> None:
     while True:
         plane = ref()
@@ -667,6 +754,8 @@ def _poll_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event
         if plane is None:
             return
         failures = 0 if plane._poll_fleet() else failures + 1
+        if not failures:
+            plane._ask_for_trials()
         delay = plane.fleet_poll_interval
         if failures:
             delay = plane._retry_delay(failures, {})

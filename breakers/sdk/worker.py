@@ -13,6 +13,11 @@ that worker pay to discover an outage. Its transitions, per tool:
 `RunBreakers` is what one run talks to: its own `ToolBreaker`, its worker's breakers and any
 wider `ScopeSource` (the fleet state the ControlPlane client caches). A tool that any scope
 removes during the run stays removed for the rest of the run, even after that scope closes.
+
+A fleet breaker's half-open trial is decided by the control plane: by its probe, or, for a tool
+without one, by the one agent call made under the fleet trial lease. The client asks for that
+lease in the background; while this worker holds it, `ExternalScope` hands it to one run, the
+first to ask that still has the tool, and that run's next call of the tool is the trial.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 
@@ -46,11 +52,14 @@ __all__ = [
     "DEFAULT_COOLDOWN",
     "DEFAULT_MAX_COOLDOWN",
     "DEFAULT_TRIAL_LEASE",
+    "LEASE_TRIAL",
     "ExternalScope",
+    "FleetLease",
     "RunBreakers",
     "ScopeSource",
     "ScopeState",
     "TrialLease",
+    "TrialPhase",
     "WorkerBreakers",
 ]
 
@@ -263,18 +272,31 @@ class WorkerBreakers:
 
 # -- wider scopes ----------------------------------------------------------------------------
 
-# Which states of a wider scope take a tool out of a run. A fleet half_open is removed too:
-# its probe is driven by the control plane, not by agent runs.
+# Which states of a wider scope take a tool out of a run. A fleet half_open is removed too,
+# except from the one run that holds this worker's trial lease (`ExternalScope.claim_trial()`):
+# a probe-driven half_open (trial "probe") is decided by the control plane, never by a run.
 REMOVING_STATES = frozenset({State.OPEN, State.HALF_OPEN, State.FORCED_OPEN})
+# `ScopeState.trial` of a half-open tool without a probe: one agent call, under a lease, decides.
+LEASE_TRIAL = "lease"
 
 
 @dataclass(frozen=True, slots=True)
 class ScopeState:
-    """One tool's state in a wider scope, as that scope's source last heard it."""
+    """One tool's state in a wider scope, as that scope's source last heard it.
+
+    `trial` says who makes a half-open tool's one trial (`"probe"`, or `LEASE_TRIAL`); `since`
+    is when the scope's state last changed, so a new half-open window never looks like the last.
+    """
 
     state: State
     reason: str = ""
     last_error: str = ""
+    trial: str = ""
+    since: str = ""
+
+
+def _is_lease_trial(status: ScopeState | None) -> bool:
+    return status is not None and status.state is State.HALF_OPEN and status.trial == LEASE_TRIAL
 
 
 class ScopeSource(Protocol):
@@ -290,26 +312,193 @@ class ScopeSource(Protocol):
     def snapshot(self) -> Mapping[str, ScopeState]: ...
 
 
-class ExternalScope:
-    """A ready-made ScopeSource: whoever syncs the scope calls `update()` with the new states."""
+@dataclass(frozen=True, slots=True)
+class FleetLease:
+    """This worker's grant of a wider scope's half-open trial of `tool`, on the local clock."""
 
-    def __init__(self, scope: Scope = Scope.FLEET) -> None:
+    tool: str
+    window: int  # the scope's count of half-open windows, as the grant named it
+    expires_at: float
+
+
+class TrialPhase(StrEnum):
+    GRANTED = "granted"  # the lease is live: the run holding it (or the first to ask) may call
+    RENEW = "renew"  # its call was semantic, which frees the lease server-side: ask it back
+    PASSED = "passed"  # its call succeeded: the scope closes once the control plane has the event
+    FAILED = "failed"  # its call failed (retryable): the scope re-opens with a longer cooldown
+
+
+@dataclass(slots=True)
+class _Trial:
+    lease: FleetLease
+    phase: TrialPhase = TrialPhase.GRANTED
+    holder: int | None = None  # the run (its `RunBreakers` owner number) making the trial call
+
+
+class ExternalScope:
+    """A ready-made ScopeSource: whoever syncs the scope calls `update()` with the new states.
+
+    It also keeps this worker's half-open trial leases of the scope (tools whose `trial` is
+    `LEASE_TRIAL`), which the syncing side asks for (`trials_to_request()`, then `grant_trial()`
+    or `refuse_trial()`) and runs take (`claim_trial()`, `finish_trial()`, `release_trial()`).
+    A lease lives as long as the tool's entry is unchanged and its `expires_at` has not passed:
+
+        granted -> holder   the first run to ask while the lease is live holds it; it keeps the
+                            tool in `available()`, every other run has it removed
+        holder  -> passed   its call succeeded: every run not already without it may call it
+                            (this worker's later calls reach the control plane after the trial)
+        holder  -> failed   its call failed (retryable): the holder loses the tool as well
+        holder  -> renew    its call was semantic (no verdict); the holder keeps the tool while
+                            the lease is asked for again (refused: dropped)
+        any     -> gone     the entry changed (the scope decided, or moved on) or time ran out;
+                            a passed or failed trial is not asked for again until then
+
+    Thread-safe; `snapshot()` and `version` are read without the lock.
+    """
+
+    def __init__(self, scope: Scope = Scope.FLEET, *, clock: Clock = time.monotonic) -> None:
         self._scope = scope
+        self.clock = clock
+        self._lock = threading.Lock()
         self._states: Mapping[str, ScopeState] = MappingProxyType({})
+        self._trials: dict[str, _Trial] = {}
+        self._refused: dict[str, float] = {}  # tool -> when to ask for its lease again
+        self.version = 0  # bumped on every change a run may see, so runs can skip re-reading
 
     @property
     def scope(self) -> Scope:
         return self._scope
 
     def update(self, states: Mapping[str, ScopeState]) -> None:
-        # One reference swap: readers on other threads see the old or the new map, never half.
-        self._states = MappingProxyType(dict(states))
+        new = dict(states)
+        with self._lock:
+            old = self._states
+            if new == old:
+                return  # most replies repeat the last state: let runs stay on their fast path
+            for name in [name for name in self._trials if new.get(name) != old.get(name)]:
+                del self._trials[name]
+            for name in [name for name in self._refused if new.get(name) != old.get(name)]:
+                del self._refused[name]
+            # One reference swap: readers on other threads see the old or the new map, never half.
+            self._states = MappingProxyType(new)
+            self.version += 1
 
     def snapshot(self) -> Mapping[str, ScopeState]:
         return self._states
 
+    # -- the half-open trial lease: the syncing side ---------------------------------------
+
+    def trials_to_request(self) -> list[tuple[str, ScopeState]]:
+        """Half-open tools whose lease to ask for now, each with the entry it is asked for."""
+        now = self.clock()
+        wanted = []
+        with self._lock:
+            for name, status in self._states.items():
+                if not _is_lease_trial(status):
+                    continue
+                trial = self._trials.get(name)
+                if trial is not None and now >= trial.lease.expires_at:
+                    self._end(name)  # unused, or its verdict never came back: ask again
+                    trial = None
+                if trial is None:
+                    if now >= self._refused.get(name, now):
+                        wanted.append((name, status))
+                elif trial.phase is TrialPhase.RENEW:
+                    wanted.append((name, status))
+        return wanted
+
+    def grant_trial(self, name: str, status: ScopeState, *, window: int, expires_at: float) -> bool:
+        """The control plane granted the lease asked for `status`; False if the entry moved on."""
+        with self._lock:
+            if self._states.get(name) != status:
+                return False  # the scope changed while we asked: the grant is for a past window
+            lease = FleetLease(name, window, expires_at)
+            trial = self._trials.get(name)
+            if trial is not None and trial.phase in (TrialPhase.GRANTED, TrialPhase.RENEW):
+                trial.lease, trial.phase = lease, TrialPhase.GRANTED  # renewed: same holder
+            else:
+                self._trials[name] = _Trial(lease)
+            self._refused.pop(name, None)
+            self.version += 1
+        return True
+
+    def refuse_trial(self, name: str, status: ScopeState, *, retry_at: float) -> None:
+        """Another worker holds the lease (or the tool is no longer half-open)."""
+        with self._lock:
+            if self._states.get(name) != status:
+                return
+            trial = self._trials.get(name)
+            if trial is not None and trial.phase is TrialPhase.RENEW:
+                self._end(name)  # another worker took the lease our semantic call freed
+            self._refused[name] = retry_at
+
+    def trials(self) -> Mapping[str, FleetLease]:
+        """The leases this worker holds and has not used yet (as granted; may have expired)."""
+        with self._lock:
+            return MappingProxyType(
+                {
+                    name: trial.lease
+                    for name, trial in self._trials.items()
+                    if trial.phase in (TrialPhase.GRANTED, TrialPhase.RENEW)
+                }
+            )
+
+    # -- the half-open trial lease: runs -------------------------------------------------------
+
+    def claim_trial(self, name: str, owner: int) -> bool:
+        """May run `owner` call the half-open `name`? The first to ask while the lease is live
+        becomes its holder; after a passed trial every run may."""
+        now = self.clock()
+        with self._lock:
+            trial = self._trials.get(name)
+            if trial is None or trial.phase is TrialPhase.FAILED:
+                return False
+            if trial.phase is TrialPhase.PASSED:
+                return True
+            if now >= trial.lease.expires_at:
+                self._end(name)
+                return False
+            if trial.holder is None:
+                trial.holder = owner
+            return trial.holder == owner
+
+    def finish_trial(self, name: str, owner: int, outcome: Outcome) -> bool:
+        """Run `owner` reports a call of `name`; True if it was the trial call."""
+        with self._lock:
+            trial = self._trials.get(name)
+            if (
+                trial is None
+                or trial.holder != owner
+                or trial.phase not in (TrialPhase.GRANTED, TrialPhase.RENEW)
+            ):
+                return False
+            if outcome is Outcome.SEMANTIC:
+                trial.phase = TrialPhase.RENEW  # per the control plane's rule: no verdict
+            elif outcome is Outcome.SUCCESS:
+                trial.phase = TrialPhase.PASSED
+                self.version += 1
+            elif outcome is Outcome.RETRYABLE:
+                trial.phase, trial.holder = TrialPhase.FAILED, None
+                self.version += 1
+            else:
+                return False
+            return True
+
+    def release_trial(self, name: str, owner: int) -> None:
+        """Run `owner` is over: an unused lease goes to the next run that asks."""
+        with self._lock:
+            trial = self._trials.get(name)
+            if trial is not None and trial.holder == owner:
+                trial.holder = None
+
+    def _end(self, name: str) -> None:
+        del self._trials[name]
+        self.version += 1
+
 
 # -- one run's view --------------------------------------------------------------------------
+
+_owners = itertools.count(1)  # tells runs apart for ExternalScope's trial holder
 
 
 class RunBreakers:
@@ -319,7 +508,8 @@ class RunBreakers:
     then worker, then each source, in that order, names the scope) and never leaves it. A fleet
     `forced_closed` keeps the run and worker breakers from removing a tool not yet removed.
     When the worker's breaker is due a trial, the first run to ask gets the lease and sees the
-    tool in `available()`; every other run sees it removed.
+    tool in `available()`; every other run sees it removed. The same goes for a fleet half-open
+    tool without a probe while this worker holds its fleet trial lease (`ExternalScope`).
     """
 
     def __init__(
@@ -334,13 +524,19 @@ class RunBreakers:
         self.run = run if run is not None else ToolBreaker(clock=clock)
         self.worker = worker
         self.sources = tuple(sources)
+        # An ExternalScope counts its changes, so a run need not re-read it on every step; any
+        # other source is read on every step.
+        self._versioned = tuple(s for s in self.sources if isinstance(s, ExternalScope))
+        self._unversioned = len(self._versioned) < len(self.sources)
         self._clock = clock
         self._on_remove = on_remove
+        self._owner = next(_owners)
         self._lock = threading.Lock()
         self._removals: dict[str, Removal] = {}
         self._removed: frozenset[str] = frozenset()
         self._leases: dict[str, TrialLease] = {}
-        self._synced = -1  # the sum of the run and worker versions last folded in
+        self._fleet_trials: dict[str, ExternalScope] = {}  # half-open tools this run may call
+        self._synced = -1  # the sum of every scope's version last folded in; -1: not to be trusted
         self._notice: tuple[tuple[int, int], str | None] = ((0, -1), None)
 
     # -- the three-line wiring -------------------------------------------------------------
@@ -362,12 +558,16 @@ class RunBreakers:
         if self.worker is not None:
             lease = self._leases.pop(name, None) if self._leases else None
             self.worker.record_success(name, lease=lease)
+        if self._fleet_trials:
+            self._finish_fleet_trial(name, Outcome.SUCCESS, "")
 
     def record_failure(self, name: str, failure: BaseException | str | None = None) -> FailureInfo:
         info = self.run.record_failure(name, failure)
         # A semantic answer to the trial says nothing about health: keep the lease and retry.
         if self.worker is not None and info.outcome is Outcome.RETRYABLE:
             self.worker.record_info(name, info, lease=self._leases.pop(name, None))
+        if self._fleet_trials:
+            self._finish_fleet_trial(name, info.outcome, info.error)
         return info
 
     # -- reading ---------------------------------------------------------------------------
@@ -388,38 +588,59 @@ class RunBreakers:
         """The worker trial leases this run holds (a call of these tools is the trial call)."""
         return MappingProxyType(self._leases)
 
+    def fleet_trials(self) -> tuple[str, ...]:
+        """Half-open tools of a wider scope this run may call (it holds, or passed, the trial)."""
+        return tuple(sorted(self._fleet_trials))
+
     def close(self) -> None:
         """The run is over: hand back trial leases it never used."""
         if self.worker is not None:
             for lease in self._leases.values():
                 self.worker.release_trial(lease)
         self._leases.clear()
+        with self._lock:
+            for name, source in self._fleet_trials.items():
+                source.release_trial(name, self._owner)
+            self._fleet_trials.clear()
 
     # -- internals -------------------------------------------------------------------------
 
     def _sync(self) -> frozenset[str]:
         """Fold every scope's removals into the run's own set, which only ever grows."""
-        # Both versions only grow, so their sum moves whenever either does. Read them before
+        # Every version only grows, so their sum moves whenever one does. Read them before
         # the snapshots: a change in between then only costs one more slow pass.
         versions = self.run.version + (0 if self.worker is None else self.worker.version)
-        if versions == self._synced and not self.sources and not self._leases:
+        if self._versioned:
+            for source in self._versioned:
+                versions += source.version
+        if versions == self._synced:
             return self._removed  # the per-step fast path: nothing new anywhere
         own = self.run.removals()
         worker = _EMPTY if self.worker is None else self.worker.removals()
         with self._lock:
             added = self._collect(own, worker)
-            if added:
-                self._removals.update((removal.tool, removal) for removal in added)
-                self._removed = frozenset(self._removals)
-            self._synced = versions
-        for removal in added:
-            if self._on_remove is not None:
-                self._on_remove(removal)
+            self._add(added)
+            # Unversioned sources and trials (which lapse with time) are looked at every step.
+            # Trials are only taken here, so a run that holds none after this pass has none
+            # until its next slow pass.
+            held = self._unversioned or self._leases or self._fleet_trials
+            self._synced = -1 if held else versions
+        self._announce(added)
         return self._removed
+
+    def _add(self, added: list[Removal]) -> None:
+        if added:  # under self._lock
+            self._removals.update((removal.tool, removal) for removal in added)
+            self._removed = frozenset(self._removals)
+
+    def _announce(self, added: list[Removal]) -> None:
+        if self._on_remove is not None:
+            for removal in added:
+                self._on_remove(removal)
 
     def _collect(self, own: Mapping[str, Removal], worker: Mapping[str, Removal]) -> list[Removal]:
         now = self._clock()
-        external = [(source.scope, source.snapshot()) for source in self.sources]
+        external = [(source, source.snapshot()) for source in self.sources]
         pinned = {
             name
             for _, states in external
@@ -438,12 +659,20 @@ class RunBreakers:
         for name, removal in worker.items():
             if name not in pinned and name not in added and not self._holds_trial(name):
                 remove(removal)
-        for scope, states in external:
+        trying: set[str] = set()
+        for source, states in external:
             for name, status in states.items():
-                if status.state in REMOVING_STATES:
-                    remove(Removal(name, scope, status.reason or status.state, status.last_error))
+                if status.state not in REMOVING_STATES or name in self._removed or name in added:
+                    continue
+                if self._may_try(source, name, status):
+                    trying.add(name)
+                else:
+                    reason = status.reason or status.state
+                    remove(Removal(name, source.scope, reason, status.last_error))
         for name in added:
             self._drop_lease(name)
+        for name in [name for name in self._fleet_trials if name not in trying]:
+            self._fleet_trials.pop(name).release_trial(name, self._owner)
         return list(added.values())
 
     def _holds_trial(self, name: str) -> bool:
@@ -460,6 +689,30 @@ class RunBreakers:
             return False
         self._leases[name] = lease
         return True
+
+    def _may_try(self, source: ScopeSource, name: str, status: ScopeState) -> bool:
+        """Keep or claim the wider scope's trial of the half-open `name` (under self._lock)."""
+        if not _is_lease_trial(status) or not isinstance(source, ExternalScope):
+            return False
+        if not source.claim_trial(name, self._owner):
+            return False
+        self._fleet_trials[name] = source
+        return True
+
+    def _finish_fleet_trial(self, name: str, outcome: Outcome, error: str) -> None:
+        with self._lock:
+            source = self._fleet_trials.get(name)
+            if source is None or not source.finish_trial(name, self._owner, outcome):
+                return
+            if outcome is not Outcome.RETRYABLE:
+                return  # success: keep calling it; semantic: keep it while the lease is renewed
+            # The trial failed, so the scope is about to re-open it: leave this run now, with
+            # the trial's own error (the scope's entry still says half-open).
+            del self._fleet_trials[name]
+            removal = Removal(name, source.scope, "its half-open trial call failed", error)
+            added = [] if name in self._removed else [replace(removal, since=self._clock())]
+            self._add(added)
+        self._announce(added)
 
     def _drop_lease(self, name: str) -> None:
         lease = self._leases.pop(name, None)

@@ -1,12 +1,39 @@
 """Fixtures for the Slack alert tests.
 
-The fake Slack server fixture is imported here so these tests run before the root conftest
-registers ``tests.fakes.fixtures`` as a plugin; once it does, this import is redundant but
-harmless (pytest picks the closest definition).
+``slack_server`` (a real local HTTP server playing Slack's webhook endpoint) comes from
+``tests.fakes.fixtures``, registered as a plugin by the root conftest.
 """
 
 from __future__ import annotations
 
-from tests.fakes.fixtures import slack_server
+from collections.abc import Iterator
 
-__all__ = ("slack_server",)
+import pytest
+import redis
+
+from breakers.models import AlertChannel
+from breakers.services import fleet_store
+from tests.fakes.slack_server import FakeSlackServer
+
+
+def _delete_our_keys(client: redis.Redis) -> None:
+    # Fleet state and the Slack rate limiter (bp:slack:rate:*); not FLUSHDB, which would also
+    # drop the Celery broker's queue bindings.
+    keys = list(client.scan_iter(match="bp:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def fleet_keys() -> Iterator[redis.Redis]:
+    """This session's Redis with every fleet and rate-limit key deleted before and after."""
+    client = fleet_store().client
+    _delete_our_keys(client)
+    yield client
+    _delete_our_keys(client)
+
+
+@pytest.fixture
+def channel(slack_server: FakeSlackServer, fleet_keys: redis.Redis) -> AlertChannel:
+    """One enabled channel whose webhook is the fake Slack server."""
+    return AlertChannel.objects.create(name="oncall", webhook_url=slack_server.webhook_url)

@@ -40,7 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 import pybreaker
 
-from breakers.sdk import RunBreakers, ToolBreaker, ToolFailure, WorkerBreakers
+from breakers.sdk import (
+    ExternalScope,
+    RunBreakers,
+    ScopeState,
+    State,
+    ToolBreaker,
+    ToolFailure,
+    WorkerBreakers,
+)
 
 IO_EVENT_PREFIXES = (
     "open",
@@ -158,6 +166,18 @@ def sdk_cases() -> list[Case]:
         worker.record_failure("web_search", DOWN)
     run = worker.start_run()
     run.available(TOOLS)  # web_search is now removed in this run, by the worker scope
+    # What a ControlPlane run sees: the fleet knows all 20 tools, all closed.
+    fleet = ExternalScope()
+    fleet.update({tool["function"]["name"]: ScopeState(State.CLOSED) for tool in TOOLS})
+    fleet_run = worker.start_run(sources=[fleet])
+    fleet_run.available(TOOLS)
+    # The one run of this worker holding the fleet's half-open trial lease of tool_05.
+    trial = ScopeState(State.HALF_OPEN, "cooldown elapsed", trial="lease", since="t1")
+    trial_fleet = ExternalScope()
+    trial_fleet.update({**fleet.snapshot(), "tool_05": trial})
+    trial_fleet.grant_trial("tool_05", trial, window=1, expires_at=float("inf"))
+    trial_run = worker.start_run(sources=[trial_fleet])
+    assert len(trial_run.available(TOOLS)) == 19 and trial_run.fleet_trials() == ("tool_05",)
 
     def step(breaker: ToolBreaker | RunBreakers) -> Callable[[], None]:
         def one_step() -> None:
@@ -178,6 +198,8 @@ def sdk_cases() -> list[Case]:
         Case("record_success + available, none removed", step(clean), PYBREAKER_OK, True),
         Case("record_success + available, 1 of 20 removed", step(tripped), PYBREAKER_OK, True),
         Case("run+worker view: success + available, 1 removed", step(run), PYBREAKER_OK, True),
+        Case("run+worker+fleet view, same", step(fleet_run), PYBREAKER_OK, True),
+        Case("run+worker+fleet view, holding a fleet trial", step(trial_run), PYBREAKER_OK),
         Case("raise + record_failure + available, 1 removed", failed_step, PYBREAKER_FAIL, True),
         Case("record_success alone", lambda: tripped.record_success("tool_03"), PYBREAKER_OK),
         Case(

@@ -1,0 +1,641 @@
+"""The fleet half-open trial lease of a tool without a probe, on the agent's side.
+
+While this worker holds the fleet's trial lease, exactly one run (the first to ask that still
+has the tool) sees the half-open tool in `available()`; its next call of the tool is the trial.
+The client asks for the lease on its poll thread (here against a small scripted HTTP server);
+runs never touch the network. Clocks are fake: nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from breakers.sdk import (
+    ControlPlane,
+    ExternalScope,
+    RunBreakers,
+    Scope,
+    ScopeState,
+    State,
+    ToolFailure,
+    WorkerBreakers,
+    tool_name,
+)
+from breakers.sdk.client import _read_grant
+from tests.sdk.support import FakeClock, chat_tools
+
+TOOLS = chat_tools("web_search", "calculator")
+DOWN = ToolFailure("503 from vendor", retryable=True)
+BAD_ARGS = ToolFailure("400: query too long", retryable=False)
+SINCE = "2026-11-29T09:12:04.000Z"
+HALF_OPEN = ScopeState(
+    State.HALF_OPEN, "cooldown of 30 s elapsed; one trial call", trial="lease", since=SINCE
+)
+LEASE_SECONDS = 120.0
+
+
+def offered(run: RunBreakers) -> list[str | None]:
+    return [tool_name(tool) for tool in run.available(TOOLS)]
+
+
+@pytest.fixture
+def fleet(clock: FakeClock) -> ExternalScope:
+    return ExternalScope(Scope.FLEET, clock=clock)
+
+
+@pytest.fixture
+def worker(clock: FakeClock) -> WorkerBreakers:
+    return WorkerBreakers(clock=clock)
+
+
+def start(worker: WorkerBreakers, fleet: ExternalScope) -> RunBreakers:
+    return worker.start_run(sources=[fleet])
+
+
+def half_open_with_lease(fleet: ExternalScope, clock: FakeClock) -> None:
+    """The fleet says half-open (trial by lease) and the control plane granted this worker."""
+    fleet.update({"web_search": HALF_OPEN})
+    assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
+    assert fleet.grant_trial("web_search", HALF_OPEN, window=3, expires_at=clock() + LEASE_SECONDS)
+
+
+# -- which run gets the tool ----------------------------------------------------------------
+
+
+def test_without_the_lease_every_run_has_the_half_open_tool_removed(
+    worker: WorkerBreakers, fleet: ExternalScope
+) -> None:
+    fleet.update({"web_search": HALF_OPEN})
+    run = start(worker, fleet)
+    assert offered(run) == ["calculator"]
+    assert run.removals()["web_search"].scope is Scope.FLEET
+    assert "one trial call" in (run.notice() or "")
+
+
+def test_the_first_run_to_ask_gets_the_tool_and_the_others_do_not(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    first, second, third = (start(worker, fleet) for _ in range(3))
+    assert offered(first) == ["web_search", "calculator"]
+    assert offered(second) == ["calculator"]
+    assert offered(third) == ["calculator"]
+    assert offered(first) == ["web_search", "calculator"]  # asking again keeps it
+    assert first.fleet_trials() == ("web_search",)
+    assert fleet.trials()["web_search"].window == 3
+
+
+def test_a_run_that_removed_the_tool_earlier_never_gets_the_lease(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    early = start(worker, fleet)
+    fleet.update({"web_search": ScopeState(State.OPEN, "5 failures from 2 workers")})
+    assert offered(early) == ["calculator"]
+    half_open_with_lease(fleet, clock)
+    assert offered(early) == ["calculator"]
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+
+
+def test_a_probe_trial_is_never_made_by_a_run(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    probed = ScopeState(State.HALF_OPEN, "cooldown elapsed; one trial probe", trial="probe")
+    fleet.update({"web_search": probed})
+    assert fleet.trials_to_request() == []
+    fleet.grant_trial("web_search", probed, window=1, expires_at=clock() + LEASE_SECONDS)
+    assert offered(start(worker, fleet)) == ["calculator"]
+
+
+@pytest.mark.parametrize(
+    ("state", "kept"),
+    [
+        (State.OPEN, False),
+        (State.FORCED_OPEN, False),
+        (State.FORCED_CLOSED, True),
+        (State.CLOSED, True),
+    ],
+)
+def test_other_fleet_states_drop_the_lease_and_keep_their_meaning(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock, state: State, kept: bool
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    fleet.update({"web_search": ScopeState(state, "operator or breaker", since="later")})
+    assert fleet.trials() == {}
+    assert ("web_search" in offered(holder)) is kept
+    assert ("web_search" in offered(start(worker, fleet))) is kept
+    assert holder.fleet_trials() == ()
+
+
+# -- what the trial call does ---------------------------------------------------------------
+
+
+def test_a_successful_trial_gives_the_tool_back_to_this_workers_new_runs(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    fleet.update({"web_search": HALF_OPEN})
+    early = start(worker, fleet)
+    assert offered(early) == ["calculator"]  # half-open before any lease: removed for good
+    half_open_with_lease(fleet, clock)
+    holder, other = start(worker, fleet), start(worker, fleet)
+    assert offered(holder) == ["web_search", "calculator"]
+    assert offered(other) == ["calculator"]
+    holder.record_success("web_search")
+    assert fleet.trials() == {}  # the lease is used up
+    assert fleet.trials_to_request() == []  # and not asked for again while the fleet decides
+    # This worker's later calls reach the control plane after the trial's: safe to call it.
+    assert offered(holder) == ["web_search", "calculator"]
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+    assert offered(other) == ["calculator"]
+    fleet.update({"web_search": ScopeState(State.CLOSED, "trial call succeeded", since="later")})
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+    assert offered(early) == ["calculator"] and offered(other) == ["calculator"]
+
+
+def test_a_failed_trial_takes_the_tool_from_the_holder_with_its_error(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    removed: list[str] = []
+    half_open_with_lease(fleet, clock)
+    holder = worker.start_run(sources=[fleet], on_remove=lambda r: removed.append(r.tool))
+    assert offered(holder) == ["web_search", "calculator"]
+    holder.record_failure("web_search", DOWN)
+    assert offered(holder) == ["calculator"]
+    assert removed == ["web_search"]
+    removal = holder.removals()["web_search"]
+    assert (removal.scope, removal.reason) == (Scope.FLEET, "its half-open trial call failed")
+    assert "- web_search (fleet scope; last error: ToolFailure: 503 from vendor)" in (
+        holder.notice() or ""
+    )
+    assert offered(start(worker, fleet)) == ["calculator"]  # nobody else tries this window
+    assert fleet.trials_to_request() == []
+    # The fleet re-opens, then a new half-open window: the lease is asked for again.
+    fleet.update({"web_search": ScopeState(State.OPEN, "trial call failed", since="t2")})
+    assert fleet.trials_to_request() == []
+    again = ScopeState(State.HALF_OPEN, "cooldown of 60 s elapsed", trial="lease", since="t3")
+    fleet.update({"web_search": again})
+    assert fleet.trials_to_request() == [("web_search", again)]
+
+
+def test_a_semantic_trial_keeps_the_holder_and_asks_for_the_lease_again(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder, other = start(worker, fleet), start(worker, fleet)
+    assert offered(holder) == ["web_search", "calculator"]
+    holder.record_failure("web_search", BAD_ARGS)
+    assert offered(holder) == ["web_search", "calculator"]
+    assert offered(other) == ["calculator"]
+    # The control plane freed the lease on the semantic call: ask for it back.
+    assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
+    fleet.grant_trial("web_search", HALF_OPEN, window=3, expires_at=clock() + LEASE_SECONDS)
+    assert fleet.trials_to_request() == []
+    holder.record_success("web_search")
+    assert offered(holder) == ["web_search", "calculator"]
+    assert fleet.trials() == {}
+
+
+def test_a_semantic_trial_whose_lease_went_elsewhere_loses_the_tool(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    holder.record_failure("web_search", BAD_ARGS)
+    fleet.refuse_trial("web_search", HALF_OPEN, retry_at=clock() + 5)
+    assert offered(holder) == ["calculator"]
+    assert offered(start(worker, fleet)) == ["calculator"]
+
+
+def test_calls_of_other_runs_and_other_tools_decide_nothing(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder, other = start(worker, fleet), start(worker, fleet)
+    offered(holder), offered(other)
+    other.record_failure("web_search", DOWN)  # a late result of a call started before
+    holder.record_success("calculator")
+    assert "web_search" in fleet.trials()
+    assert offered(holder) == ["web_search", "calculator"]
+
+
+# -- leases that are not used ---------------------------------------------------------------
+
+
+def test_an_unused_lease_expires_and_is_asked_for_again(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    clock.advance(LEASE_SECONDS - 1)
+    assert "web_search" in offered(holder)
+    clock.advance(1)
+    assert offered(holder) == ["calculator"]  # the lease lapsed: the holder's chance is gone
+    assert fleet.trials() == {}
+    assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
+    fleet.grant_trial("web_search", HALF_OPEN, window=3, expires_at=clock() + LEASE_SECONDS)
+    assert offered(holder) == ["calculator"]
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+
+
+def test_an_expired_lease_is_dropped_by_the_poll_as_well(
+    fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    assert fleet.trials_to_request() == []
+    clock.advance(LEASE_SECONDS)
+    assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
+    assert fleet.trials() == {}
+
+
+def test_a_closed_run_hands_its_unused_lease_to_the_next_run(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder, other = start(worker, fleet), start(worker, fleet)
+    assert "web_search" in offered(holder)
+    assert offered(other) == ["calculator"]
+    holder.close()
+    assert offered(other) == ["calculator"]  # it lost the tool for good
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+
+
+def test_a_refused_lease_is_asked_for_again_after_the_retry_time(
+    fleet: ExternalScope, clock: FakeClock
+) -> None:
+    fleet.update({"web_search": HALF_OPEN})
+    fleet.refuse_trial("web_search", HALF_OPEN, retry_at=clock() + 5)
+    assert fleet.trials_to_request() == []
+    clock.advance(5)
+    assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
+
+
+def test_a_new_half_open_window_forgets_the_last_windows_lease(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    # The polls missed the open in between: only `since` tells the windows apart.
+    later = ScopeState(HALF_OPEN.state, HALF_OPEN.reason, trial="lease", since="later")
+    fleet.update({"web_search": later})
+    assert fleet.trials() == {}
+    assert offered(holder) == ["calculator"]
+    assert fleet.trials_to_request() == [("web_search", later)]
+
+
+def test_a_grant_for_an_entry_that_changed_meanwhile_is_ignored(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    fleet.update({"web_search": HALF_OPEN})
+    [(name, asked_for)] = fleet.trials_to_request()
+    fleet.update({"web_search": ScopeState(State.CLOSED, "trial call succeeded", since="t2")})
+    assert not fleet.grant_trial(name, asked_for, window=3, expires_at=clock() + 120)
+    assert fleet.trials() == {}
+
+
+# -- worker scope and fleet scope together --------------------------------------------------
+
+
+def test_a_run_without_the_fleet_lease_hands_back_the_worker_trial(
+    fleet: ExternalScope, clock: FakeClock
+) -> None:
+    worker = WorkerBreakers(threshold=1, clock=clock)
+    worker.record_failure("web_search", DOWN)
+    clock.advance(worker.cooldown("web_search"))
+    fleet.update({"web_search": HALF_OPEN})  # the fleet is half-open, with no lease here yet
+    run = start(worker, fleet)
+    assert offered(run) == ["calculator"]
+    assert run.trials() == {}
+    assert worker.acquire_trial("web_search") is not None  # the worker trial was handed back
+
+
+def test_the_holder_of_both_trials_decides_both(fleet: ExternalScope, clock: FakeClock) -> None:
+    worker = WorkerBreakers(threshold=1, clock=clock)
+    worker.record_failure("web_search", DOWN)
+    clock.advance(worker.cooldown("web_search"))
+    half_open_with_lease(fleet, clock)
+    run = start(worker, fleet)
+    assert offered(run) == ["web_search", "calculator"]
+    run.record_success("web_search")
+    assert worker.state("web_search") is State.CLOSED
+    assert fleet.trials() == {}
+
+
+# -- many threads, one trial ----------------------------------------------------------------
+
+
+@pytest.fixture
+def frequent_thread_switches() -> Iterator[None]:
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # let races show
+    yield
+    sys.setswitchinterval(before)
+
+
+def offers_in_a_race(runs: list[RunBreakers]) -> list[list[str | None]]:
+    """Every run asks for its tools at once, each on its own thread."""
+    barrier = threading.Barrier(len(runs))
+    offers: list[list[str | None]] = [[] for _ in runs]
+
+    def body(index: int) -> None:
+        barrier.wait()
+        offers[index] = offered(runs[index])
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(len(runs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return offers
+
+
+@pytest.mark.usefixtures("frequent_thread_switches")
+def test_exactly_one_of_many_concurrent_runs_gets_the_fleet_trial(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    for window in range(10):
+        status = ScopeState(State.HALF_OPEN, "cooldown", trial="lease", since=f"w{window}")
+        fleet.update({"web_search": status})
+        fleet.grant_trial("web_search", status, window=window, expires_at=clock() + 120)
+        offers = offers_in_a_race([start(worker, fleet) for _ in range(16)])
+        assert sum("web_search" in names for names in offers) == 1
+
+
+# -- the hot path ---------------------------------------------------------------------------
+
+
+class CountingScope(ExternalScope):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(Scope.FLEET, clock=clock)
+        self.reads = 0
+
+    def snapshot(self) -> Any:
+        self.reads += 1
+        return super().snapshot()
+
+
+def test_a_run_reads_the_fleet_again_only_when_it_changed(
+    worker: WorkerBreakers, clock: FakeClock
+) -> None:
+    fleet = CountingScope(clock)
+    states = {"calculator": ScopeState(State.CLOSED), "web_search": ScopeState(State.CLOSED)}
+    fleet.update(states)
+    run = start(worker, fleet)
+    for _ in range(5):
+        offered(run)
+    assert fleet.reads == 1
+    fleet.update(dict(states))  # the same states again (most ingest replies): no change
+    offered(run)
+    assert fleet.reads == 1
+    fleet.update({"web_search": ScopeState(State.OPEN, "down")})
+    assert offered(run) == ["calculator"]
+    offered(run)
+    assert fleet.reads == 2
+
+
+def test_a_source_without_a_version_is_read_on_every_step(worker: WorkerBreakers) -> None:
+    class Fleet:
+        scope = Scope.FLEET
+        reads = 0
+
+        def snapshot(self) -> dict[str, ScopeState]:
+            self.reads += 1
+            return {}
+
+    source = Fleet()
+    run = worker.start_run(sources=[source])
+    for _ in range(3):
+        offered(run)
+    assert source.reads == 3
+
+
+# -- the client: asking for the lease on the poll thread --------------------------------------
+
+
+class TrialServer:
+    """A scripted control plane on a free local port: ``GET /api/v1/fleet`` answers
+    ``fleet``, ``POST /api/v1/tools/{tool}/trial`` answers ``trial`` (status, body, Date)."""
+
+    def __init__(self) -> None:
+        self.fleet: dict[str, Any] = {"version": 1, "tools": {}}
+        self.trial: tuple[int, dict[str, Any], datetime] = (500, {}, datetime.now(UTC))
+        self.trial_requests: list[tuple[str, dict[str, Any]]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._answer(200, server.fleet, datetime.now(UTC))
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.trial_requests.append((self.path, body))
+                self._answer(*server.trial)
+
+            def _answer(self, status: int, body: dict[str, Any], date: datetime) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response_only(status)
+                self.send_header("Date", format_datetime(date, usegmt=True))
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+        self._thread.start()
+
+    def half_open(self, tool: str, trial: str = "lease") -> None:
+        self.fleet = {
+            "version": self.fleet["version"] + 1,
+            "tools": {tool: {"state": "half_open", "since": SINCE, "reason": "", "trial": trial}},
+        }
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def trial_server() -> Iterator[TrialServer]:
+    server = TrialServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def plane(trial_server: TrialServer, clock: FakeClock) -> Iterator[ControlPlane]:
+    plane = ControlPlane(
+        trial_server.url, token="bp_test", worker_id="w 1/a", clock=clock, timeout=2, start=False
+    )
+    yield plane
+    plane.close(timeout=0)
+
+
+def poll(plane: ControlPlane) -> None:
+    """What the poll thread does on each round, on the test's thread."""
+    assert plane._poll_fleet()
+    plane._ask_for_trials()
+
+
+GRANT_DATE = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
+
+
+def granted(seconds: float = 120) -> tuple[int, dict[str, Any], datetime]:
+    expires = (GRANT_DATE + timedelta(seconds=seconds)).isoformat()
+    return 200, {"granted": True, "window": 2, "expires_at": expires}, GRANT_DATE
+
+
+def test_the_client_asks_for_the_lease_and_a_run_gets_the_tool(
+    trial_server: TrialServer, plane: ControlPlane, clock: FakeClock
+) -> None:
+    trial_server.half_open("web search/v2")
+    trial_server.trial = granted(120)
+    run = plane.start_run(agent="research")
+    poll(plane)
+    [(path, body)] = trial_server.trial_requests
+    assert path == "/api/v1/tools/web%20search%2Fv2/trial"
+    assert body == {"worker_id": "w 1/a"}
+    lease = plane.fleet.trials()["web search/v2"]
+    # Measured against the server's Date, less the header's one-second resolution.
+    assert (lease.window, lease.expires_at) == (2, clock() + 119)
+    tools = chat_tools("web search/v2", "calculator")
+    assert [tool_name(t) for t in run.available(tools)] == ["web search/v2", "calculator"]
+    poll(plane)
+    assert len(trial_server.trial_requests) == 1  # held: not asked again
+    assert plane.stats.trials_granted == 1
+
+
+def test_the_lease_is_measured_on_the_servers_clock_not_this_hosts(
+    trial_server: TrialServer, plane: ControlPlane, clock: FakeClock
+) -> None:
+    trial_server.half_open("web_search")
+    # GRANT_DATE, the server's Date, is far from this host's clock: only what is left counts.
+    trial_server.trial = granted(30)
+    run = plane.start_run(agent="research")
+    poll(plane)
+    assert plane.fleet.trials()["web_search"].expires_at == clock() + 29
+    assert run.available(TOOLS) == TOOLS
+
+
+def test_a_refusal_is_asked_again_after_the_retry_interval(
+    trial_server: TrialServer, plane: ControlPlane, clock: FakeClock
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = (200, {"granted": False, "window": 2, "expires_at": None}, GRANT_DATE)
+    run = plane.start_run(agent="research")
+    poll(plane)
+    poll(plane)
+    assert len(trial_server.trial_requests) == 1
+    assert offered(run.breakers) == ["calculator"]
+    clock.advance(plane.trial_retry_interval)
+    trial_server.trial = granted()
+    poll(plane)
+    assert len(trial_server.trial_requests) == 2
+    assert "web_search" in plane.fleet.trials()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (503, {"detail": "the fleet store (Redis) is unavailable"}, GRANT_DATE),
+        (200, {"granted": True, "window": 2, "expires_at": None}, GRANT_DATE),
+        (200, {"granted": True, "window": 2, "expires_at": "tomorrow"}, GRANT_DATE),
+        (200, {"granted": True, "window": 2, "expires_at": GRANT_DATE.isoformat()}, GRANT_DATE),
+    ],
+    ids=["503", "no-expiry", "bad-expiry", "already-expired"],
+)
+def test_a_failed_request_is_logged_and_asked_again_on_the_next_poll(
+    trial_server: TrialServer,
+    plane: ControlPlane,
+    answer: tuple[int, dict[str, Any], datetime],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = answer
+    run = plane.start_run(agent="research")
+    with caplog.at_level(logging.WARNING, logger="breakers.sdk.client"):
+        poll(plane)
+    assert "trial lease for web_search not obtained" in caplog.text
+    assert plane.fleet.trials() == {}
+    assert offered(run.breakers) == ["calculator"]
+    poll(plane)
+    assert len(trial_server.trial_requests) == 2
+
+
+def test_an_unreachable_control_plane_never_raises(clock: FakeClock) -> None:
+    plane = ControlPlane("http://127.0.0.1:9", token="t", worker_id="w", clock=clock, start=False)
+    run = plane.start_run(agent="research")
+    tools = {"web_search": {"state": "half_open", "trial": "lease"}}
+    plane.update_fleet({"version": 1, "tools": tools})
+    plane._ask_for_trials()
+    assert plane.stats.trial_requests == 1 and plane.fleet.trials() == {}
+    assert offered(run.breakers) == ["calculator"]
+
+
+def test_no_request_without_a_run_in_progress(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = granted()
+    run = plane.start_run(agent="research")
+    run.finish()
+    poll(plane)
+    assert trial_server.trial_requests == []
+
+
+def test_no_request_for_a_probe_or_without_fleet_scope(
+    trial_server: TrialServer, clock: FakeClock
+) -> None:
+    trial_server.trial = granted()
+    trial_server.half_open("web_search", trial="probe")
+    with_fleet = ControlPlane(trial_server.url, token="t", worker_id="w", clock=clock, start=False)
+    probing = with_fleet.start_run(agent="research")
+    poll(with_fleet)
+    trial_server.half_open("web_search")
+    without = ControlPlane(
+        trial_server.url, token="t", worker_id="w", scopes=["run", "worker"], start=False
+    )
+    unaware = without.start_run(agent="research")
+    poll(without)
+    assert trial_server.trial_requests == []
+    assert offered(probing.breakers) == ["calculator"]
+    assert offered(unaware.breakers) == ["web_search", "calculator"]
+
+
+def test_a_run_dropped_without_finish_stops_counting_as_in_progress(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = granted()
+    plane.start_run(agent="research")  # never finished, nobody holds it
+    gc.collect()
+    poll(plane)
+    assert trial_server.trial_requests == []
+
+
+def test_a_grant_is_read_against_the_date_header_or_else_this_hosts_clock() -> None:
+    headers = {"date": format_datetime(GRANT_DATE, usegmt=True)}
+    refused = {"granted": False, "window": 4, "expires_at": None}
+    assert _read_grant(200, headers, refused) is None
+    assert _read_grant(200, headers, granted(60)[1]) == (2, 59.0)
+    in_a_minute = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
+    grant = _read_grant(200, {}, {"granted": True, "window": 5, "expires_at": in_a_minute})
+    assert grant is not None and grant[0] == 5 and 57 < grant[1] <= 59

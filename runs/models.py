@@ -251,3 +251,28 @@ class IngestedEvent(models.Model):
 
     def __str__(self) -> str:
         return self.event_id
+
+
+class OutageReplay(models.Model):
+    """One breaker mode of one ``simulate_outage`` replay (issue 7).
+
+    Its runs are ordinary runs sent through the real ingest by workers whose ids start with
+    ``worker_prefix``; times are real (compressed) times, ``speed`` converts them back to the
+    story's. ``summary`` holds the figures the command printed, in simulated seconds.
+    """
+
+    mode = models.CharField(max_length=20)
+    speed = models.FloatField()
+    worker_prefix = models.CharField(max_length=100, unique=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    outage_started_at = models.DateTimeField()
+    outage_ended_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    scenario = models.JSONField(default=dict)
+    summary = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [models.Index(fields=["-started_at"], name="replay_started_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.mode} replay #{self.pk}"

@@ -1,0 +1,83 @@
+"""``python manage.py simulate_outage``: replay the search-vendor outage from DESIGN.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runs.simulation.outage import (
+    ReplayError,
+    check_control_plane,
+    format_table,
+    replay_token,
+    simulate_modes,
+)
+from runs.simulation.scenario import MODES, Scenario
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay a 22-minute search-vendor outage through the real SDK and the HTTP ingest of a "
+        "running control plane, once per breaker mode, and compare spend, duration and calls."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--mode", choices=[*MODES, "all"], default="all")
+        parser.add_argument("--speed", type=float, default=60.0, help="time compression factor")
+        parser.add_argument("--url", default=settings.SITE_URL, help="the control plane's URL")
+        parser.add_argument("--runs", type=int, default=340, help="runs started in the window")
+        parser.add_argument("--workers", type=int, default=8, help="agent worker processes")
+        parser.add_argument("--window-minutes", type=float, default=22.0)
+        parser.add_argument("--baseline-runs", type=int, default=40)
+        parser.add_argument("--tail-runs", type=int, default=60)
+        parser.add_argument("--seed", type=int, default=Scenario.seed)
+        parser.add_argument("--json", type=Path, help="write the per-mode figures here")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["speed"] <= 0 or options["runs"] < 1 or options["workers"] < 1:
+            raise CommandError("--speed, --runs and --workers must be positive")
+        scenario = Scenario(
+            runs_in_window=options["runs"],
+            workers=options["workers"],
+            window_s=options["window_minutes"] * 60,
+            baseline_runs=options["baseline_runs"],
+            tail_runs=options["tail_runs"],
+            seed=options["seed"],
+        )
+        modes = list(MODES) if options["mode"] == "all" else [options["mode"]]
+        real_seconds = scenario.total_s / options["speed"] * len(modes)
+        self.stdout.write(
+            f"Replaying {scenario.runs_in_window} runs in a {scenario.window_s / 60:g}-minute "
+            f"outage, modes {', '.join(modes)}, at {options['speed']:g}x "
+            f"(about {real_seconds:.0f} s) against {options['url']}"
+        )
+        try:
+            with replay_token() as (token, raw):
+                check_control_plane(url=options["url"], token=raw)
+                summaries = simulate_modes(
+                    modes=modes,
+                    scenario=scenario,
+                    speed=options["speed"],
+                    url=options["url"],
+                    token=token,
+                    raw_token=raw,
+                    on_run=None,
+                )
+        except ReplayError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(format_table(summaries))
+        if options["json"]:
+            options["json"].write_text(
+                json.dumps({"scenario": vars_of(scenario), "modes": summaries}, indent=2)
+            )
+            self.stdout.write(f"wrote {options['json']}")
+
+
+def vars_of(scenario: Scenario) -> dict[str, Any]:
+    return {
+        k: (str(v) if not isinstance(v, (int, float)) else v) for k, v in vars(scenario).items()
+    }

@@ -1,0 +1,169 @@
+"""Orchestrates ``manage.py simulate_outage``: one replay per breaker mode, recorded and compared.
+
+Before each mode the fleet breaker of ``web_search`` is reset and its cooldowns are compressed by
+the replay's speed (the control plane's clock is real); afterwards the policy is put back.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from breakers.fleet.rules import OperatorActionKind
+from breakers.models import Tool, ToolPolicy
+from breakers.services import fleet_operator_action, tool_policy_update
+from runs.models import AgentToken, OutageReplay
+from runs.simulation.replay import AGENT, ModeResult, RunRecord, replay_mode
+from runs.simulation.scenario import MODES, Scenario
+from runs.simulation.script import SEARCH
+
+__all__ = ("ReplayError", "check_control_plane", "replay_token", "simulate_modes")
+
+ACTOR_REASON = "outage replay: start each breaker mode from a closed breaker"
+
+
+class ReplayError(Exception):
+    """The replay cannot run (the control plane is unreachable, a bad argument)."""
+
+
+def check_control_plane(*, url: str, token: str, timeout: float = 5.0) -> None:
+    """Fail early, with a clear message, when nobody answers at ``url``."""
+    request = urllib.request.Request(
+        url.rstrip("/") + "/api/v1/fleet", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read(1)
+    except urllib.error.HTTPError as error:
+        raise ReplayError(f"the control plane at {url} answered {error.code}") from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        raise ReplayError(
+            f"no control plane answers at {url} ({error}); start one (make demo, or "
+            "`python manage.py runserver` with a Celery worker and beat) or pass --url"
+        ) from None
+
+
+@contextmanager
+def replay_token() -> Iterator[tuple[AgentToken, str]]:
+    """A token for this replay only, revoked when it ends."""
+    row, raw = AgentToken.issue(name="outage-replay")
+    try:
+        yield row, raw
+    finally:
+        AgentToken.objects.filter(pk=row.pk).update(revoked_at=timezone.now())
+
+
+@contextmanager
+def compressed_policy(*, scenario: Scenario, speed: float) -> Iterator[None]:
+    """Scale web_search's fleet cooldowns to the replay's clock; restore them afterwards."""
+    tool, _ = Tool.objects.get_or_create(name=SEARCH)
+    policy = ToolPolicy.objects.filter(tool=tool).first()
+    saved = {
+        "cooldown_seconds": policy.cooldown_seconds if policy else None,
+        "max_cooldown_seconds": policy.max_cooldown_seconds if policy else None,
+    }
+    changes = {
+        "cooldown_seconds": scenario.cooldown_s / speed,
+        "max_cooldown_seconds": scenario.max_cooldown_s / speed,
+    }
+    tool_policy_update(tool_name=SEARCH, changes=changes, actor="outage replay")
+    try:
+        yield
+    finally:
+        tool_policy_update(tool_name=SEARCH, changes=saved, actor="outage replay")
+
+
+def simulate_modes(
+    *,
+    modes: list[str],
+    scenario: Scenario,
+    speed: float,
+    url: str,
+    token: AgentToken,
+    raw_token: str,
+    on_run: Callable[[str, RunRecord], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Replay each mode in turn; return one summary per mode (simulated seconds)."""
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        raise ReplayError(f"unknown mode(s) {sorted(unknown)}; choose from {list(MODES)}")
+    summaries = []
+    with compressed_policy(scenario=scenario, speed=speed):
+        for mode in modes:
+            fleet_operator_action(
+                tool_name=SEARCH, action=OperatorActionKind.RESET, reason=ACTOR_REASON, token=token
+            )
+            summaries.append(
+                _replay_one(
+                    mode=mode,
+                    scenario=scenario,
+                    speed=speed,
+                    url=url,
+                    raw_token=raw_token,
+                    on_run=on_run,
+                )
+            )
+    return summaries
+
+
+def _replay_one(
+    *,
+    mode: str,
+    scenario: Scenario,
+    speed: float,
+    url: str,
+    raw_token: str,
+    on_run: Callable[[str, RunRecord], None] | None,
+) -> dict[str, Any]:
+    started = timezone.now()
+    row = OutageReplay.objects.create(
+        mode=mode,
+        speed=speed,
+        worker_prefix=f"{AGENT}-replay-{started:%Y%m%d%H%M%S%f}-{mode}-",
+        started_at=started,
+        outage_started_at=started + timedelta(seconds=scenario.outage_start_s / speed),
+        outage_ended_at=started + timedelta(seconds=scenario.outage_end_s / speed),
+        scenario=json.loads(json.dumps(asdict(scenario), default=str)),
+    )
+    result: ModeResult = replay_mode(
+        scenario=scenario,
+        mode=mode,
+        url=url,
+        token=raw_token,
+        speed=speed,
+        worker_prefix=row.worker_prefix,
+        on_run=(lambda record: on_run(mode, record)) if on_run else None,
+    )
+    summary = result.summary(scenario)
+    row.finished_at = timezone.now()
+    row.summary = summary
+    row.save(update_fields=["finished_at", "summary"])
+    return summary
+
+
+def format_table(summaries: list[dict[str, Any]]) -> str:
+    """The comparison table the command prints (and the docs quote)."""
+    header = (
+        f"{'mode':<10} {'runs':>5} {'model calls':>11} {'spend $':>9} {'$/run':>6} "
+        f"{'mean s':>7} {'p95 s':>7} {'search calls':>12} {'HTTP att.':>9} "
+        f"{'degraded':>8} {'recovery lag s':>14}"
+    )
+    lines = [header, "-" * len(header)]
+    for s in summaries:
+        per_run = s["model_spend_usd"] / s["runs"] if s["runs"] else 0.0
+        lag = "-" if s["recovery_lag_s"] is None else f"{s['recovery_lag_s']:.0f}"
+        lines.append(
+            f"{s['mode']:<10} {s['runs']:>5} {s['model_calls']:>11} {s['model_spend_usd']:>9.2f} "
+            f"{per_run:>6.2f} {s['mean_run_duration_s']:>7.1f} {s['p95_run_duration_s']:>7.1f} "
+            f"{s['web_search_calls']:>12} {s['http_attempts']:>9} {s['degraded_runs']:>8} "
+            f"{lag:>14}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,307 @@
+"""Replay the outage through the real SDK and the real HTTP ingest of a running control plane.
+
+Every run is a thread driving ``ResearchScript`` through a real ``breakers.sdk`` ``Run`` of one
+of ``scenario.workers`` ``ControlPlane`` clients. Simulated seconds are divided by ``speed``:
+sleeps are real, so the control plane sees events arrive as they would, only sooner. Figures
+returned here are in simulated seconds (real seconds x ``speed``).
+
+What each mode changes is only what the agent does with the breaker:
+
+- ``none``: no breaker at all; every failure goes back to the model.
+- ``fail-fast``: the same breakers as ``fleet`` mode (run, worker and fleet scope), but used as a
+  plain breaker: a call is refused in microseconds (outcome ``blocked``) while the tool stays in
+  the tools array, so the model keeps asking for it. Same detection, no removal: the difference
+  between this mode and ``fleet`` is exactly what removing the tool is worth.
+- ``run`` / ``worker`` / ``fleet``: the breaker at that scope removes the tool from the tools
+  array and the run's notice says why.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from breakers.sdk import ControlPlane, ToolFailure
+from breakers.sdk.toolsets import tool_name
+from runs.simulation.scenario import Scenario
+from runs.simulation.script import READ, SEARCH, Action, ResearchScript
+
+__all__ = ("ModeResult", "RunRecord", "replay_mode")
+
+AGENT = "research"
+MODEL = "scripted-research-model"
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": SEARCH,
+            "description": "Search the web.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": READ,
+            "description": "Read a web page.",
+            "parameters": {"type": "object", "properties": {"url": {"type": "string"}}},
+        },
+    },
+]
+SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "fail-fast": ("run", "worker", "fleet"),
+    "run": ("run",),
+    "worker": ("worker",),
+    "fleet": ("fleet",),
+}
+
+
+@dataclass
+class RunRecord:
+    """What one run did, in simulated seconds."""
+
+    started_s: float
+    ended_s: float = 0.0
+    spend: Decimal = Decimal(0)
+    model_calls: int = 0
+    search_calls: int = 0  # calls that reached the vendor
+    search_calls_failing: int = 0  # ... while it was down
+    http_attempts: int = 0
+    refused: int = 0  # refused by a fail-fast breaker
+    degraded: bool = False
+    met: str = "healthy tool"  # healthy tool | failed through | refused fast | tool removed
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended_s - self.started_s
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    runs: list[RunRecord] = field(default_factory=list)
+    recovery_lag_s: float | None = None  # vendor back -> web_search offered and working again
+    events_dropped: int = 0
+
+    def in_window(self, scenario: Scenario) -> list[RunRecord]:
+        return [
+            r for r in self.runs if scenario.outage_start_s <= r.started_s < scenario.outage_end_s
+        ]
+
+    def summary(self, scenario: Scenario) -> dict[str, Any]:
+        """The figures for the comparison table, over the runs started during the outage."""
+        window = self.in_window(scenario)
+        durations = sorted(r.duration_s for r in window)
+        return {
+            "mode": self.mode,
+            "runs": len(window),
+            "model_calls": sum(r.model_calls for r in window),
+            "model_spend_usd": float(sum((r.spend for r in window), Decimal(0))),
+            "mean_run_duration_s": statistics.fmean(durations) if durations else 0.0,
+            "p95_run_duration_s": _percentile(durations, 0.95),
+            # Calls sent at the vendor while it was down (any run): the story's ~3,700.
+            "web_search_calls": sum(r.search_calls_failing for r in self.runs),
+            "web_search_calls_total": sum(r.search_calls for r in self.runs),
+            "http_attempts": sum(r.http_attempts for r in self.runs),
+            "degraded_runs": sum(r.degraded for r in window),
+            "recovery_lag_s": self.recovery_lag_s,
+            "events_dropped": self.events_dropped,
+        }
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
+    return sorted_values[index]
+
+
+class _SimClock:
+    """Simulated seconds since the replay began: real elapsed time x speed."""
+
+    def __init__(self, speed: float) -> None:
+        self.speed = speed
+        self.origin = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self.origin) * self.speed
+
+    def sleep(self, sim_seconds: float) -> None:
+        time.sleep(sim_seconds / self.speed)
+
+    def sleep_until(self, sim_at: float) -> None:
+        left = sim_at - self.now()
+        if left > 0:
+            self.sleep(left)
+
+
+@dataclass
+class _Recovery:
+    """The first time, after the vendor came back, that a run could use web_search again."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    first_working_s: float | None = None
+
+    def saw_working(self, at_s: float) -> None:
+        with self.lock:
+            if self.first_working_s is None or at_s < self.first_working_s:
+                self.first_working_s = at_s
+
+
+def replay_mode(
+    *,
+    scenario: Scenario,
+    mode: str,
+    url: str,
+    token: str,
+    speed: float,
+    worker_prefix: str | None = None,
+    on_run: Callable[[RunRecord], None] | None = None,
+) -> ModeResult:
+    """Play one mode of the outage against the control plane at ``url``; block until done."""
+    clock = _SimClock(speed)
+    planes = [
+        ControlPlane(
+            url,
+            token=token,
+            worker_id=f"{worker_prefix or f'{AGENT}-{mode}-'}worker-{i + 1}",
+            scopes=SCOPES_BY_MODE[mode],
+            threshold=scenario.threshold,
+            # The SDK's clock is real time, so its cooldowns shrink with the replay's speed.
+            cooldown=scenario.cooldown_s / speed,
+            max_cooldown=scenario.max_cooldown_s / speed,
+            # Report and poll about every 5 simulated seconds: at the default 1 s of real time a
+            # compressed replay would hide what the agents did from the fleet for minutes.
+            flush_interval=max(0.05, 5.0 / speed),
+            fleet_poll_interval=max(0.05, 5.0 / speed),
+        )
+        for i in range(scenario.workers)
+    ]
+    result = ModeResult(mode=mode)
+    recovery = _Recovery()
+    lock = threading.Lock()
+
+    def play(index: int, start_s: float) -> None:
+        clock.sleep_until(start_s)
+        record = _play_run(
+            scenario=scenario,
+            mode=mode,
+            plane=planes[index % len(planes)],
+            clock=clock,
+            rng=random.Random(scenario.seed + index),
+            recovery=recovery,
+        )
+        with lock:
+            result.runs.append(record)
+        if on_run is not None:
+            on_run(record)
+
+    threads = [
+        threading.Thread(target=play, args=(i, start), name=f"replay-run-{i}", daemon=True)
+        for i, start in enumerate(scenario.run_starts())
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for plane in planes:
+        plane.close(timeout=30.0)
+        result.events_dropped += plane.stats.dropped
+    if recovery.first_working_s is not None:
+        result.recovery_lag_s = max(0.0, recovery.first_working_s - scenario.outage_end_s)
+    result.runs.sort(key=lambda r: r.started_s)
+    return result
+
+
+def _play_run(
+    *,
+    scenario: Scenario,
+    mode: str,
+    plane: ControlPlane,
+    clock: _SimClock,
+    rng: random.Random,
+    recovery: _Recovery,
+) -> RunRecord:
+    record = RunRecord(started_s=clock.now())
+    run = plane.start_run(agent=AGENT, step_budget=scenario.step_budget)
+    script = ResearchScript(scenario.step_budget, scenario.rephrase_probability, rng)
+    removes = mode not in ("none", "fail-fast")
+    status = "completed"
+    for step in range(1, scenario.step_budget + 1):
+        usable = {tool_name(t) for t in run.available(TOOLS)} if mode != "none" else {SEARCH, READ}
+        offered = usable if removes else {SEARCH, READ}
+        cost = scenario.step_cost(step)
+        clock.sleep(cost.duration_s)
+        run.record_model_call(
+            model=MODEL,
+            input_tokens=cost.input_tokens,
+            output_tokens=cost.output_tokens,
+            cost_usd=float(cost.cost_usd),
+            duration_ms=round(cost.duration_s * 1000),
+        )
+        record.model_calls += 1
+        record.spend += cost.cost_usd
+        action = script.next_action(step=step, offered=offered)
+        if action is Action.SEARCH:
+            if SEARCH in usable:
+                _search(scenario, run, clock, script, record, recovery)
+            else:  # fail-fast: refused in microseconds, the model is told to try again later
+                run.record_blocked(SEARCH)
+                record.refused += 1
+                script.search_failed()
+        elif action is Action.READ:
+            clock.sleep(scenario.read_page_s)
+            run.record_success(READ, duration_ms=round(scenario.read_page_s * 1000))
+            script.page_read()
+        else:
+            record.degraded = action is not Action.ANSWER
+            if action is Action.GIVE_UP:
+                status = "failed"
+            break
+    record.ended_s = clock.now()
+    record.met = _what_it_met(record, removed=bool(run.removals()) and removes)
+    run.finish(status=status, degraded=record.degraded, steps=record.model_calls)
+    return record
+
+
+def _search(
+    scenario: Scenario,
+    run: Any,
+    clock: _SimClock,
+    script: ResearchScript,
+    record: RunRecord,
+    recovery: _Recovery,
+) -> None:
+    started = clock.now()
+    record.search_calls += 1
+    if scenario.vendor_is_down(started):
+        record.search_calls_failing += 1
+        clock.sleep(scenario.failing_call_s)
+        record.http_attempts += scenario.failing_attempts
+        failure = ToolFailure("503 from vendor", retryable=True, attempts=scenario.failing_attempts)
+        run.record_failure(SEARCH, failure, duration_ms=round(scenario.failing_call_s * 1000))
+        script.search_failed()
+        return
+    clock.sleep(scenario.healthy_search_s)
+    record.http_attempts += 1
+    run.record_success(SEARCH, duration_ms=round(scenario.healthy_search_s * 1000))
+    script.search_succeeded()
+    if started >= scenario.outage_end_s:
+        recovery.saw_working(started)
+
+
+def _what_it_met(record: RunRecord, *, removed: bool) -> str:
+    if removed:
+        return "tool removed"
+    if record.refused:
+        return "refused fast"
+    if record.http_attempts > record.search_calls:  # some call failed after its retries
+        return "failed through"
+    return "healthy tool"

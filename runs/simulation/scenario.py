@@ -1,0 +1,109 @@
+"""The outage story from DESIGN.md as parameters, and the scripted model's cost model.
+
+Defaults reproduce the story in mode ``none``: 340 runs in a 22-minute window, a 20-step budget,
+5 HTTP attempts and 31 s per failing ``web_search`` call, about $1.20 per run and about 3,700
+``web_search`` calls in all. Times are in simulated seconds; the replay divides them by ``speed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+__all__ = ("MODES", "Scenario", "StepCost")
+
+# none: failures fed back to the model. fail-fast: a plain breaker that refuses in microseconds
+# but keeps offering the tool. run / worker / fleet: the breaker at that scope removes the tool.
+MODES = ("none", "fail-fast", "run", "worker", "fleet")
+
+
+@dataclass(frozen=True)
+class StepCost:
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    runs_in_window: int = 340
+    window_s: float = 22 * 60
+    # Healthy runs before the outage give the charts their baseline; the tail after it shows how
+    # long each breaker keeps a recovered tool away.
+    baseline_s: float = 4 * 60
+    baseline_runs: int = 40
+    tail_s: float = 6 * 60
+    tail_runs: int = 60
+    workers: int = 8
+    step_budget: int = 20
+    failing_attempts: int = 5
+    failing_call_s: float = 31.0
+    healthy_search_s: float = 1.2
+    read_page_s: float = 0.5
+    # The model re-phrases and searches again on this share of the steps after a failure, and
+    # reads a page it already knows on the others: 1 + 18 * 0.55 ≈ 10.9 searches per failed run.
+    rephrase_probability: float = 0.55
+    model_call_s: float = 1.8
+    # The context grows every step: that is why a long, failing run is expensive.
+    base_input_tokens: int = 4000
+    input_tokens_per_step: int = 700
+    output_tokens: int = 270
+    usd_per_million_input: Decimal = Decimal("5")
+    usd_per_million_output: Decimal = Decimal("25")
+    threshold: int = 5
+    cooldown_s: float = 30.0
+    max_cooldown_s: float = 300.0
+    seed: int = 20261129
+
+    @property
+    def outage_start_s(self) -> float:
+        return self.baseline_s
+
+    @property
+    def outage_end_s(self) -> float:
+        return self.baseline_s + self.window_s
+
+    @property
+    def total_s(self) -> float:
+        return self.baseline_s + self.window_s + self.tail_s
+
+    def step_cost(self, step: int) -> StepCost:
+        """The model call of ``step`` (1-based): its context holds every step before it."""
+        input_tokens = self.base_input_tokens + self.input_tokens_per_step * (step - 1)
+        cost = (
+            Decimal(input_tokens) * self.usd_per_million_input
+            + Decimal(self.output_tokens) * self.usd_per_million_output
+        ) / Decimal(1_000_000)
+        return StepCost(input_tokens, self.output_tokens, cost, self.model_call_s)
+
+    @property
+    def failing_run_s(self) -> float:
+        """How long a run takes when every search fails (mode ``none``): ~6.3 minutes."""
+        searches = 1 + (self.step_budget - 2) * self.rephrase_probability
+        reads = self.step_budget - 1 - searches
+        return (
+            self.step_budget * self.model_call_s
+            + searches * self.failing_call_s
+            + reads * self.read_page_s
+        )
+
+    def run_starts(self) -> list[float]:
+        """Start times of every run: evenly spread in each period, so replays are repeatable.
+
+        The story's 340 runs *ran in* the outage window: they start early enough to finish in it
+        with every search failing, as the story tells them. Runs after the window show how long
+        each breaker keeps the recovered tool away.
+        """
+        starts: list[float] = []
+        window_starts = max(self.window_s - self.failing_run_s, self.window_s / 2)
+        for begin, length, count in (
+            (0.0, self.baseline_s, self.baseline_runs),
+            (self.outage_start_s, window_starts, self.runs_in_window),
+            (self.outage_end_s, self.tail_s, self.tail_runs),
+        ):
+            starts.extend(begin + length * i / count for i in range(count))
+        return starts
+
+    def vendor_is_down(self, at_s: float) -> bool:
+        return self.outage_start_s <= at_s < self.outage_end_s

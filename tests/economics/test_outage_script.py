@@ -1,0 +1,73 @@
+"""The scripted research model and the story's numbers, without any server."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+from runs.simulation.scenario import Scenario
+from runs.simulation.script import READ, SEARCH, Action, ResearchScript
+
+BOTH = {SEARCH, READ}
+
+
+def _script(seed: int = 1) -> ResearchScript:
+    scenario = Scenario()
+    return ResearchScript(scenario.step_budget, scenario.rephrase_probability, random.Random(seed))
+
+
+def test_a_healthy_run_searches_reads_twice_and_answers_in_five_steps() -> None:
+    script = _script()
+    actions = []
+    for step in range(1, 21):
+        action = script.next_action(step=step, offered=BOTH)
+        actions.append(action)
+        if action is Action.SEARCH:
+            script.search_succeeded()
+        elif action is Action.READ:
+            script.page_read()
+        else:
+            break
+    assert actions == [Action.SEARCH, Action.READ, Action.SEARCH, Action.READ, Action.ANSWER]
+
+
+def test_with_the_tool_offered_and_failing_the_model_spends_its_whole_budget() -> None:
+    searches = []
+    for seed in range(400):
+        script = _script(seed)
+        count = 0
+        for step in range(1, 21):
+            action = script.next_action(step=step, offered=BOTH)
+            if action is Action.SEARCH:
+                count += 1
+                script.search_failed()
+            elif action is not Action.READ:
+                assert (step, action) == (20, Action.GIVE_UP)
+                break
+        searches.append(count)
+    mean = sum(searches) / len(searches)
+    # The story: ~3,700 calls over 340 runs, i.e. ~10.9 per run.
+    assert 10.3 < mean < 11.5
+
+
+def test_told_the_tool_is_gone_the_model_answers_with_what_it_has() -> None:
+    script = _script()
+    assert script.next_action(step=1, offered=BOTH) is Action.SEARCH
+    script.search_failed()
+    assert script.next_action(step=2, offered={READ}) is Action.ANSWER_DEGRADED
+
+
+def test_a_full_twenty_step_run_costs_about_a_dollar_twenty() -> None:
+    scenario = Scenario()
+    total = sum((scenario.step_cost(step).cost_usd for step in range(1, 21)), Decimal(0))
+    assert Decimal("1.15") < total < Decimal("1.25")
+    # Later steps cost more: the context grows.
+    assert scenario.step_cost(20).cost_usd > 2 * scenario.step_cost(1).cost_usd
+
+
+def test_run_starts_put_the_story_s_runs_inside_the_window() -> None:
+    scenario = Scenario()
+    starts = scenario.run_starts()
+    in_window = [s for s in starts if scenario.vendor_is_down(s)]
+    assert len(in_window) == 340
+    assert len(starts) == 340 + scenario.baseline_runs + scenario.tail_runs

@@ -1,0 +1,92 @@
+"""The outage replay end to end: the real SDK, the real HTTP ingest, the fleet breaker in Redis.
+
+A small, fast version of the story (fewer runs, more compression) run in three modes. The
+assertions are the product's claims, as ratios: failing fast saves time but not money; removing
+the tool saves both, and the fleet breaker sends far fewer calls to the failing vendor.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.core.management import CommandError, call_command
+from django.db import connection
+from pytest_django.live_server_helper import LiveServer
+
+from breakers.services import fleet_tick
+from runs.models import OutageReplay, Run, RunStatus
+from runs.simulation.outage import replay_token, simulate_modes
+from runs.simulation.scenario import Scenario
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The story's 22-minute window (so runs that start in it fail all the way through, as in the
+# story) with fewer runs and workers, and a tail longer than the capped cooldown so the tool can
+# come back after the vendor does.
+SMALL = Scenario(
+    runs_in_window=40,
+    baseline_s=60,
+    baseline_runs=6,
+    tail_s=450,
+    tail_runs=12,
+    workers=4,
+)
+SPEED = 200.0
+
+
+@pytest.fixture
+def ticking(redis_client: redis.Redis) -> Iterator[None]:
+    """What Celery beat does in production: the fleet tick, here every 50 ms."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.05):
+            fleet_tick()
+        connection.close()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=5)
+
+
+def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(
+    live_server: LiveServer, ticking: None
+) -> None:
+    with replay_token() as (token, raw):
+        summaries = simulate_modes(
+            modes=["none", "fail-fast", "fleet"],
+            scenario=SMALL,
+            speed=SPEED,
+            url=live_server.url,
+            token=token,
+            raw_token=raw,
+        )
+    by_mode = {s["mode"]: s for s in summaries}
+    none, fail_fast, fleet = by_mode["none"], by_mode["fail-fast"], by_mode["fleet"]
+
+    # Every run of every mode landed once, finished, through the real ingest.
+    for replay in OutageReplay.objects.all():
+        runs = Run.objects.filter(worker__worker_id__startswith=replay.worker_prefix)
+        assert runs.count() == len(SMALL.run_starts())
+        assert not runs.filter(status=RunStatus.RUNNING).exists()
+    assert all(s["events_dropped"] == 0 for s in summaries)
+
+    # Fail-fast: much faster, but the bill does not move.
+    assert fail_fast["mean_run_duration_s"] * 3 < none["mean_run_duration_s"]
+    assert fail_fast["model_spend_usd"] == pytest.approx(none["model_spend_usd"], rel=0.05)
+    # Removing the tool fleet-wide: cheaper, and far fewer calls at the failing vendor.
+    assert fleet["model_spend_usd"] < 0.5 * none["model_spend_usd"]
+    assert fleet["web_search_calls"] * 3 < none["web_search_calls"]
+    assert fleet["degraded_runs"] > 0
+    # ...and the tool came back once the vendor did.
+    assert fleet["recovery_lag_s"] is not None
+
+
+def test_the_command_says_clearly_when_no_control_plane_answers() -> None:
+    with pytest.raises(CommandError, match="no control plane answers at http://127.0.0.1:9"):
+        call_command("simulate_outage", "--url", "http://127.0.0.1:9", "--mode", "none")

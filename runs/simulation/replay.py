@@ -28,7 +28,6 @@ from decimal import Decimal
 from typing import Any
 
 from breakers.sdk import ControlPlane, ToolFailure
-from breakers.sdk.toolsets import tool_name
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import READ, SEARCH, Action, ResearchScript
 
@@ -54,6 +53,7 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+BOTH = frozenset({SEARCH, READ})
 SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
     "none": (),
     "fail-fast": ("run", "worker", "fleet"),
@@ -235,8 +235,8 @@ def _play_run(
     removes = mode not in ("none", "fail-fast")
     status = "completed"
     for step in range(1, scenario.step_budget + 1):
-        usable = {tool_name(t) for t in run.available(TOOLS)} if mode != "none" else {SEARCH, READ}
-        offered = usable if removes else {SEARCH, READ}
+        usable = {t["function"]["name"] for t in run.available(TOOLS)} if mode != "none" else BOTH
+        offered = usable if removes else BOTH
         cost = scenario.step_cost(step)
         clock.sleep(cost.duration_s)
         run.record_model_call(

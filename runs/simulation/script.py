@@ -9,6 +9,7 @@ in the tools array), it answers with what it has and admits the run is degraded.
 from __future__ import annotations
 
 import random
+from collections.abc import Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -36,12 +37,12 @@ class ResearchScript:
     last_search_failed: bool = False
     history: list[Action] = field(default_factory=list)
 
-    def next_action(self, *, step: int, offered: set[str]) -> Action:
+    def next_action(self, *, step: int, offered: Set[str]) -> Action:
         action = self._decide(step=step, offered=offered)
         self.history.append(action)
         return action
 
-    def _decide(self, *, step: int, offered: set[str]) -> Action:
+    def _decide(self, *, step: int, offered: Set[str]) -> Action:
         if self.results >= 2 and self.pages_read >= 2:
             return Action.ANSWER
         if step >= self.step_budget:

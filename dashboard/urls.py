@@ -15,6 +15,7 @@ urlpatterns = [
     path("tools/<int:pk>/policy/", views.tool_policy, name="tool-policy"),
     path("incidents/", views.incidents, name="incidents"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),
+    path("outages/", views.outages, name="outages"),
     path("audit/", views.audit_log, name="audit"),
     path("runs/", views.runs_list, name="runs"),
     path("runs/<int:pk>/", views.run_detail, name="run"),

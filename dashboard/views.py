@@ -39,6 +39,7 @@ from dashboard.board import (
     board_etag,
     fleet_board,
 )
+from dashboard.economics import incident_charts, outages_page
 from dashboard.forms import (
     ACTION_HELP,
     ACTION_LABELS,
@@ -260,8 +261,29 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(
         Incident.objects.select_related("tool", "opened_by", "closed_by"), pk=pk
     )
-    context = {"nav": "incidents", "page": incident_page(incident=incident)}
+    page = incident_page(incident=incident)
+    context = {
+        "nav": "incidents",
+        "page": page,
+        "charts": incident_charts(incident=incident, now=page.end),
+    }
     return render_page(request, "dashboard/incident_detail.html", context)
+
+
+@require_GET
+def outages(request: HtmxHttpRequest) -> HttpResponse:
+    """Replays of ``simulate_outage``: each breaker mode's duration and spend, side by side."""
+    raw = request.GET.get("batch", "")
+    if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        context = {"nav": "outages", "page": outages_page(compare=False), "error": raw}
+        response = render_page(request, "dashboard/outages.html", context)
+        response.status_code = 400
+        return response
+    try:
+        page = outages_page(batch_key=int(raw) if raw else None)
+    except LookupError as exc:
+        raise Http404(str(exc)) from exc
+    return render_page(request, "dashboard/outages.html", {"nav": "outages", "page": page})
 
 
 @require_GET

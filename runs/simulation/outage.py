@@ -96,6 +96,8 @@ def simulate_modes(
     if unknown:
         raise ReplayError(f"unknown mode(s) {sorted(unknown)}; choose from {list(MODES)}")
     summaries = []
+    # Every mode of one invocation shares a batch id, so the Outages page compares them together.
+    batch = f"{timezone.now():%Y%m%dT%H%M%S.%f}"
     with compressed_policy(scenario=scenario, speed=speed):
         for mode in modes:
             fleet_operator_action(
@@ -108,6 +110,7 @@ def simulate_modes(
                     speed=speed,
                     url=url,
                     raw_token=raw_token,
+                    batch=batch,
                     on_run=on_run,
                 )
             )
@@ -121,6 +124,7 @@ def _replay_one(
     speed: float,
     url: str,
     raw_token: str,
+    batch: str,
     on_run: Callable[[str, RunRecord], None] | None,
 ) -> dict[str, Any]:
     started = timezone.now()
@@ -131,7 +135,7 @@ def _replay_one(
         started_at=started,
         outage_started_at=started + timedelta(seconds=scenario.outage_start_s / speed),
         outage_ended_at=started + timedelta(seconds=scenario.outage_end_s / speed),
-        scenario=json.loads(json.dumps(asdict(scenario), default=str)),
+        scenario={**json.loads(json.dumps(asdict(scenario), default=str)), "batch": batch},
     )
     result: ModeResult = replay_mode(
         scenario=scenario,

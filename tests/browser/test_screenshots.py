@@ -46,6 +46,7 @@ from tests.dashboard.factories import (
     make_worker,
 )
 from tests.dashboard.live import calls, event_id, iso, run_started, send
+from tests.dashboard.outage_story import make_incident_story, make_replay_batch
 
 pytestmark = [
     pytest.mark.browser,
@@ -309,9 +310,18 @@ def test_take_screenshots_of_the_main_pages(
     page.screenshot(path=SCREENSHOTS_DIR / "runs-degraded.png")
     page.goto(f"/runs/{outage.pk}/")
     page.screenshot(path=SCREENSHOTS_DIR / "run-detail.png", full_page=True)
+    # Outage economics: a replay of the 22-minute story in every mode, and a 22-minute incident.
+    make_replay_batch(started_at=T0 - timedelta(hours=20), window_runs=120, workers=8)
+    story = make_incident_story()
+    page.goto("/outages/")
+    expect(page.locator(".js-plotly-plot")).to_have_count(7)
+    page.screenshot(path=SCREENSHOTS_DIR / "outages.png", full_page=True)
+    page.goto(f"/incidents/{story.pk}/")
+    expect(page.locator("#incident-charts .js-plotly-plot")).to_have_count(2)
+    page.screenshot(path=SCREENSHOTS_DIR / "incident-charts.png", full_page=True)
     names = (
         "login", "board", "board-action", "tool", "incidents", "incident", "audit-log", "runs",
-        "runs-degraded", "run-detail",
+        "runs-degraded", "run-detail", "outages", "incident-charts",
     )  # fmt: skip
     for name in names:
         assert (SCREENSHOTS_DIR / f"{name}.png").stat().st_size > 10_000

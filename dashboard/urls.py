@@ -17,6 +17,7 @@ urlpatterns = [
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),
     path("outages/", views.outages, name="outages"),
     path("audit/", views.audit_log, name="audit"),
+    path("alerts/", views.alerts, name="alerts"),
     path("runs/", views.runs_list, name="runs"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
 ]

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRefresh, trigger_client_event
 
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import Incident, OperatorAction, Tool
+from breakers.models import AlertState, Incident, OperatorAction, Tool
 from breakers.services import (
     FleetInputError,
     NotForcedError,
@@ -31,6 +31,7 @@ from breakers.services import (
     fleet_operator_action,
     tool_policy_update,
 )
+from dashboard.alerts_page import alerts_page
 from dashboard.board import (
     ACTIVE_RUN_WINDOW,
     WORKER_LIVE_WINDOW,
@@ -298,6 +299,22 @@ def audit_log(request: HtmxHttpRequest) -> HttpResponse:
     context = {"nav": "audit", "form": form, "filters": filters, "page": page}
     response = render_page(request, "dashboard/audit_log.html", context, partial="audit-table")
     if page is None:
+        response.status_code = 400
+    return response
+
+
+@require_GET
+def alerts(request: HtmxHttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "")
+    valid = state in {"", *AlertState.values}
+    context = {
+        "nav": "alerts",
+        "page": alerts_page(state=state) if valid else None,
+        "state": state,
+        "states": AlertState.values,
+    }
+    response = render_page(request, "dashboard/alerts.html", context)
+    if not valid:
         response.status_code = 400
     return response
 

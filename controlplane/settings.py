@@ -1,4 +1,4 @@
-"""Settings that run out of the box: SQLite and localhost Redis unless the environment says otherwise.
+"""Settings that run out of the box: SQLite and localhost Redis unless the environment says so.
 
 Every value that differs between machines comes from the environment through the strict helpers
 in ``controlplane.env``. Production (DEBUG off) refuses to start with the development secret.

@@ -46,7 +46,8 @@ echo "  logs in $LOGS/"
 echo "  replaying the outage in every breaker mode (about 2-3 minutes); watch the board"
 echo "  Ctrl-C stops the web server, the Celery worker and beat"
 echo
+# Process substitution, not a pipe: $! must be the replay itself, so stopping the demo stops it.
 $BIN/python manage.py simulate_outage --url "$URL" --json "$LOGS/outage.json" \
-  ${DEMO_REPLAY_ARGS:-} 2>&1 | tee "$LOGS/replay.log" &
+  ${DEMO_REPLAY_ARGS:-} > >(tee "$LOGS/replay.log") 2>&1 &
 pids+=($!)
 wait "${pids[0]}"

@@ -55,8 +55,10 @@ def test_envint_rejects_a_non_number(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _compose_command() -> list[str] | None:
     docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        return [docker, "compose"]
+    if docker:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return [docker, "compose"]
     legacy = shutil.which("docker-compose")
     return [legacy] if legacy else None
 

@@ -12,6 +12,8 @@ mkdir -p "$LOGS"
 export SITE_URL="$URL" DEBUG=True
 # A fleet tick every half second keeps the compressed replay's half-open windows visible.
 export BREAKER_TICK_SECONDS=${BREAKER_TICK_SECONDS:-0.5}
+# The replay runs 60x faster than the story; an agent's unused trial lease (120 s) shrinks with it.
+export BREAKER_TRIAL_LEASE_SECONDS=${BREAKER_TRIAL_LEASE_SECONDS:-2}
 
 pids=()
 stop() {

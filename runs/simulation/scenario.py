@@ -96,7 +96,9 @@ class Scenario:
         each breaker keeps the recovered tool away.
         """
         starts: list[float] = []
-        window_starts = max(self.window_s - self.failing_run_s, self.window_s / 2)
+        # A quarter of a run's length to spare, so a run slowed by a busy machine still ends
+        # inside the outage, as the story's runs did.
+        window_starts = max(self.window_s - 1.25 * self.failing_run_s, self.window_s / 2)
         for begin, length, count in (
             (0.0, self.baseline_s, self.baseline_runs),
             (self.outage_start_s, window_starts, self.runs_in_window),

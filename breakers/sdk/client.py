@@ -171,8 +171,9 @@ class Run:
         attempts: int = 1,
         step: int | None = None,
     ) -> None:
+        trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
         self.breakers.record_success(tool)
-        self._tool_event(tool, Outcome.SUCCESS, attempts, duration_ms, "", step)
+        self._tool_event(tool, Outcome.SUCCESS, attempts, duration_ms, "", step, trial=trial)
 
     def record_failure(
         self,
@@ -184,8 +185,11 @@ class Run:
     ) -> FailureInfo:
         """Count an exhausted call (a ``ToolFailure`` says retryable or semantic, and how many
         HTTP attempts it made); anything else counts as retryable."""
+        trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
         info = self.breakers.record_failure(tool, failure)
-        self._tool_event(tool, info.outcome, info.attempts, duration_ms, info.error, step)
+        self._tool_event(
+            tool, info.outcome, info.attempts, duration_ms, info.error, step, trial=trial
+        )
         return info
 
     def record_blocked(self, tool: str, *, step: int | None = None) -> None:
@@ -256,19 +260,24 @@ class Run:
         duration_ms: int | None,
         error: str,
         step: int | None,
+        *,
+        trial: bool = False,
     ) -> None:
-        self.plane._emit(
-            {
-                "type": "tool.call",
-                "run_id": self.run_id,
-                "step": self.step if step is None else step,
-                "tool": tool,
-                "outcome": str(outcome),
-                "attempts": attempts,
-                "duration_ms": duration_ms,
-                "error": _clip(error),
-            }
-        )
+        event: dict[str, Any] = {
+            "type": "tool.call",
+            "run_id": self.run_id,
+            "step": self.step if step is None else step,
+            "tool": tool,
+            "outcome": str(outcome),
+            "attempts": attempts,
+            "duration_ms": duration_ms,
+            "error": _clip(error),
+        }
+        if trial:
+            # The control plane decides a half-open fleet breaker on this event only: a late
+            # call of another run (or worker) must not close or re-open it.
+            event["trial"] = True
+        self.plane._emit(event)
 
     def _on_removed(self, removal: Removal) -> None:
         # The run's own breaker reports its transition itself; a wider scope's removal is reported
@@ -298,6 +307,9 @@ class SenderStats:
         self.dropped = 0  # buffer full: never sent
         self.dropped_reported = 0  # of those, acknowledged by the control plane
         self.failed_attempts = 0  # sends that did not get a 200 (and were retried)
+        self.refused_batches = 0  # refused for good (4xx): their events are counted as dropped
+        self.malformed_replies = 0  # a 200 whose body made no sense: taken as acknowledged
+        self.loop_errors = 0  # unexpected exceptions the background threads logged and survived
         self.fleet_polls = 0
         self.trial_requests = 0  # POST /api/v1/tools/{tool}/trial sent
         self.trials_granted = 0
@@ -477,6 +489,7 @@ class ControlPlane:
             states[name] = ScopeState(
                 state,
                 str(entry.get("reason") or ""),
+                last_error=str(entry.get("last_error") or ""),
                 trial=str(entry.get("trial") or ""),
                 since=str(entry.get("since") or ""),
             )
@@ -558,45 +571,63 @@ class ControlPlane:
         body: dict[str, Any] = {"worker_id": self.worker_id, "events": batch}
         if self._drop_report is not None:
             body["dropped"] = {"id": self._drop_report[0], "count": self._drop_report[1]}
-        payload = json.dumps(body).encode()
+        payload = _encode(body)
         failures = 0
         while True:
             status, headers, reply = self._request("POST", "/api/v1/events", payload)
-            if status == 200 and isinstance(reply, dict):
-                self._acknowledge(batch, reply)
-                return True
-            if status == 400:
-                # The body itself was refused: resending it cannot help. Count it as dropped.
-                logger.error("control plane refused a batch of %d events: %s", len(batch), reply)
-                self._finish_batch(dropped=len(batch))
+            if status == 200:
+                self._acknowledge(reply)
                 return True
             self.stats.failed_attempts += 1
-            failures += 1
-            delay = self._retry_delay(failures, headers)
-            if status == 401:
-                logger.error("control plane refused the agent token (401); will keep retrying")
-            elif status == 413 and len(batch) > 1:
+            if status == 413 and len(batch) > 1:
                 # Too big for the server's limits: send it in halves (same ids, still once).
                 half = len(batch) // 2
                 self._requeue_front(batch[half:])
                 batch = batch[:half]
                 body["events"] = batch
-                payload = json.dumps(body).encode()
+                payload = _encode(body)
                 continue
+            if not _worth_retrying(status):
+                # Refused for good (a single event too big, a bad body, a wrong URL): resending
+                # the same bytes cannot help, and would hold up every later event. Drop it.
+                logger.error(
+                    "control plane refused a batch of %d events with HTTP %d; dropping it: %.300r",
+                    len(batch),
+                    status,
+                    reply,
+                )
+                self.stats.refused_batches += 1
+                self._finish_batch(dropped=len(batch))
+                return True
+            failures += 1
+            delay = self._retry_delay(failures, headers)
+            if status == 401 and failures == 1:
+                logger.error("control plane refused the agent token (401); will keep retrying")
             if stopping.wait(delay):
                 # close() gave up waiting: keep the events (pending() counts them) and stop.
                 self._requeue_front(batch)
                 return False
 
-    def _acknowledge(self, batch: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+    def _acknowledge(self, reply: Any) -> None:
+        """A 200: the batch is in. A reply that makes no sense still means that; its counts are
+        unknown, so they are left out of the stats (resending would only make duplicates)."""
         stats = self.stats
         stats.sent_batches += 1
-        stats.accepted += int(reply.get("accepted", 0))
-        stats.duplicates += int(reply.get("duplicates", 0))
-        rejected = reply.get("rejected") or []
-        stats.rejected += len(rejected)
-        for item in rejected[:5]:
-            logger.warning("control plane rejected an event: %s", item)
+        if not isinstance(reply, Mapping):
+            reply = {}
+        accepted, duplicates = reply.get("accepted"), reply.get("duplicates", 0)
+        rejected = reply.get("rejected", [])
+        if _is_count(accepted) and _is_count(duplicates) and isinstance(rejected, list):
+            stats.accepted += accepted
+            stats.duplicates += duplicates
+            stats.rejected += len(rejected)
+            for item in rejected[:5]:
+                logger.warning("control plane rejected an event: %.300r", item)
+        else:
+            stats.malformed_replies += 1
+            logger.warning(
+                "control plane acknowledged a batch with a malformed reply: %.300r", reply
+            )
         with self._lock:  # _next_batch() compares these with the drop count under the lock
             if self._drop_report is not None:
                 stats.dropped_reported += self._drop_report[1]
@@ -704,6 +735,22 @@ class ControlPlane:
         return response.status, headers, reply
 
 
+def _encode(body: Mapping[str, Any]) -> bytes:
+    # default=str: a value JSON cannot carry (a Decimal cost, say) must not make the whole batch
+    # unsendable; the control plane rejects that one event with a reason instead.
+    return json.dumps(body, default=str).encode()
+
+
+def _worth_retrying(status: int) -> bool:
+    """0 (no answer: connection error, timeout), 401 (the token may be fixed meanwhile), and
+    the statuses that say "later" (408, 429, 5xx overload)."""
+    return status == 0 or status == 401 or status in _RETRY_STATUSES
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _read_grant(code: int, headers: Mapping[str, str], reply: Any) -> tuple[int, float] | None:
     """``(window, seconds left)`` of a granted trial lease, None if refused; ValueError when the
     request failed or the answer makes no sense."""
@@ -736,14 +783,36 @@ def _server_now(headers: Mapping[str, str]) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+# The background loops must outlive any bug or surprise in one round: a dead sender would
+# leave every later event in the buffer. An unexpected exception is logged with its traceback,
+# counted, and the loop goes on after a backoff (growing while the exceptions repeat).
+
+
 def _send_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event) -> None:
+    errors = 0
     while True:
         plane = ref()
         if plane is None:
             return
-        batch = plane._next_batch(stopping)
-        if batch is None or not plane._deliver(batch, stopping):
-            return
+        try:
+            batch = plane._next_batch(stopping)
+            if batch is None or not plane._deliver(batch, stopping):
+                return
+            errors = 0
+        except Exception:
+            errors += 1
+            plane.stats.loop_errors += 1
+            # The batch may be what breaks the round: count what is still in flight as dropped
+            # rather than retry it forever, and keep flush() from waiting on it.
+            with plane._lock:
+                lost = plane._in_flight
+            logger.exception("the event sender failed; %d events dropped, carrying on", lost)
+            plane._finish_batch(dropped=lost)
+            delay = plane._retry_delay(errors, {})
+            del plane
+            if stopping.wait(delay):
+                return
+            continue
         del plane
 
 
@@ -753,9 +822,14 @@ def _poll_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event
         plane = ref()
         if plane is None:
             return
-        failures = 0 if plane._poll_fleet() else failures + 1
-        if not failures:
-            plane._ask_for_trials()
+        try:
+            failures = 0 if plane._poll_fleet() else failures + 1
+            if not failures:
+                plane._ask_for_trials()
+        except Exception:
+            failures += 1
+            plane.stats.loop_errors += 1
+            logger.exception("the fleet poll failed; carrying on")
         delay = plane.fleet_poll_interval
         if failures:
             delay = plane._retry_delay(failures, {})

@@ -396,6 +396,12 @@ class ToolBreaker:
         circuit = self._circuits.get(name)
         return 0 if circuit is None else circuit.consecutive
 
+    def last_error(self, name: str) -> str:
+        """The latest retryable error this run recorded for `name` ("" if none). Semantic
+        rejections are left out: they say nothing about why a breaker removed the tool."""
+        circuit = self._circuits.get(name)
+        return "" if circuit is None else circuit.last_error
+
     def semantic_strikes(self) -> list[SemanticStrike]:
         """Tools at the semantic cap and still available, by name."""
         strikes = list(self._semantic.values())

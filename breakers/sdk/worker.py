@@ -234,6 +234,11 @@ class WorkerBreakers:
         circuit = self._circuits.get(name)
         return 0 if circuit is None else circuit.consecutive
 
+    def last_error(self, name: str) -> str:
+        """The latest retryable error any run of this worker recorded for `name` ("" if none)."""
+        circuit = self._circuits.get(name)
+        return "" if circuit is None else circuit.last_error
+
     def cooldown(self, name: str) -> float:
         """The cooldown the tool waits, or would wait, before its next trial."""
         circuit = self._circuits.get(name)
@@ -293,6 +298,14 @@ class ScopeState:
     last_error: str = ""
     trial: str = ""
     since: str = ""
+
+
+def _same_window(a: ScopeState | None, b: ScopeState | None) -> bool:
+    """Is `b` the same entry as `a` for a trial lease? The last error may change while one
+    half-open window lasts (late results of other workers): that is not a new window."""
+    if a is None or b is None:
+        return a is b
+    return a == b or replace(a, last_error="") == replace(b, last_error="")
 
 
 def _is_lease_trial(status: ScopeState | None) -> bool:
@@ -375,9 +388,9 @@ class ExternalScope:
             old = self._states
             if new == old:
                 return  # most replies repeat the last state: let runs stay on their fast path
-            for name in [name for name in self._trials if new.get(name) != old.get(name)]:
+            for name in [n for n in self._trials if not _same_window(new.get(n), old.get(n))]:
                 del self._trials[name]
-            for name in [name for name in self._refused if new.get(name) != old.get(name)]:
+            for name in [n for n in self._refused if not _same_window(new.get(n), old.get(n))]:
                 del self._refused[name]
             # One reference swap: readers on other threads see the old or the new map, never half.
             self._states = MappingProxyType(new)
@@ -410,7 +423,7 @@ class ExternalScope:
     def grant_trial(self, name: str, status: ScopeState, *, window: int, expires_at: float) -> bool:
         """The control plane granted the lease asked for `status`; False if the entry moved on."""
         with self._lock:
-            if self._states.get(name) != status:
+            if not _same_window(self._states.get(name), status):
                 return False  # the scope changed while we asked: the grant is for a past window
             lease = FleetLease(name, window, expires_at)
             trial = self._trials.get(name)
@@ -425,7 +438,7 @@ class ExternalScope:
     def refuse_trial(self, name: str, status: ScopeState, *, retry_at: float) -> None:
         """Another worker holds the lease (or the tool is no longer half-open)."""
         with self._lock:
-            if self._states.get(name) != status:
+            if not _same_window(self._states.get(name), status):
                 return
             trial = self._trials.get(name)
             if trial is not None and trial.phase is TrialPhase.RENEW:
@@ -462,15 +475,16 @@ class ExternalScope:
                 trial.holder = owner
             return trial.holder == owner
 
+    def holds_trial(self, name: str, owner: int) -> bool:
+        """Would a call of `name` by run `owner` be the trial call (see `finish_trial()`)?"""
+        with self._lock:
+            return _is_holder(self._trials.get(name), owner)
+
     def finish_trial(self, name: str, owner: int, outcome: Outcome) -> bool:
         """Run `owner` reports a call of `name`; True if it was the trial call."""
         with self._lock:
             trial = self._trials.get(name)
-            if (
-                trial is None
-                or trial.holder != owner
-                or trial.phase not in (TrialPhase.GRANTED, TrialPhase.RENEW)
-            ):
+            if trial is None or not _is_holder(trial, owner):
                 return False
             if outcome is Outcome.SEMANTIC:
                 trial.phase = TrialPhase.RENEW  # per the control plane's rule: no verdict
@@ -494,6 +508,15 @@ class ExternalScope:
     def _end(self, name: str) -> None:
         del self._trials[name]
         self.version += 1
+
+
+def _is_holder(trial: _Trial | None, owner: int) -> bool:
+    # A passed trial lets every run call the tool, but only the holder's first call decides.
+    return (
+        trial is not None
+        and trial.holder == owner
+        and trial.phase in (TrialPhase.GRANTED, TrialPhase.RENEW)
+    )
 
 
 # -- one run's view --------------------------------------------------------------------------
@@ -588,6 +611,15 @@ class RunBreakers:
         """The worker trial leases this run holds (a call of these tools is the trial call)."""
         return MappingProxyType(self._leases)
 
+    def holds_fleet_trial(self, name: str) -> bool:
+        """Is this run's next call of `name` a wider scope's half-open trial call? Ask before
+        recording the call: recording it ends the trial."""
+        if not self._fleet_trials:
+            return False  # the usual case: no lock, no lookup
+        with self._lock:
+            source = self._fleet_trials.get(name)
+            return source is not None and source.holds_trial(name, self._owner)
+
     def fleet_trials(self) -> tuple[str, ...]:
         """Half-open tools of a wider scope this run may call (it holds, or passed, the trial)."""
         return tuple(sorted(self._fleet_trials))
@@ -658,7 +690,7 @@ class RunBreakers:
                 remove(removal)
         for name, removal in worker.items():
             if name not in pinned and name not in added and not self._holds_trial(name):
-                remove(removal)
+                remove(removal if removal.last_error else self._with_last_error(removal))
         trying: set[str] = set()
         for source, states in external:
             for name, status in states.items():
@@ -668,12 +700,28 @@ class RunBreakers:
                     trying.add(name)
                 else:
                     reason = status.reason or status.state
-                    remove(Removal(name, source.scope, reason, status.last_error))
+                    # An operator's kill switch names its own reason: keep it in the notice.
+                    error = (
+                        status.last_error
+                        if status.state is State.FORCED_OPEN
+                        else self._last_error(name) or status.last_error
+                    )
+                    remove(Removal(name, source.scope, reason, error))
         for name in added:
             self._drop_lease(name)
         for name in [name for name in self._fleet_trials if name not in trying]:
             self._fleet_trials.pop(name).release_trial(name, self._owner)
         return list(added.values())
+
+    def _last_error(self, name: str) -> str:
+        """The error the model can best relate to: this run's own, else its worker's."""
+        error = self.run.last_error(name)
+        if not error and self.worker is not None:
+            error = self.worker.last_error(name)
+        return error
+
+    def _with_last_error(self, removal: Removal) -> Removal:
+        return replace(removal, last_error=self._last_error(removal.tool))
 
     def _holds_trial(self, name: str) -> bool:
         """Keep or claim the worker's trial lease for `name`; False if another run has it."""

@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -639,3 +640,106 @@ def test_a_grant_is_read_against_the_date_header_or_else_this_hosts_clock() -> N
     in_a_minute = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
     grant = _read_grant(200, {}, {"granted": True, "window": 5, "expires_at": in_a_minute})
     assert grant is not None and grant[0] == 5 and 57 < grant[1] <= 59
+
+
+# -- marking the trial call ---------------------------------------------------------------------
+
+
+def test_only_the_holders_next_call_is_the_trial_call(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder, other = start(worker, fleet), start(worker, fleet)
+    assert not holder.holds_fleet_trial("web_search")  # not claimed before it asks
+    offered(holder), offered(other)
+    assert holder.holds_fleet_trial("web_search")
+    assert not other.holds_fleet_trial("web_search")
+    assert not holder.holds_fleet_trial("calculator")
+    holder.record_failure("web_search", BAD_ARGS)  # no verdict: the next call is the trial
+    assert holder.holds_fleet_trial("web_search")
+    holder.record_success("web_search")
+    assert not holder.holds_fleet_trial("web_search")  # passed: later calls are ordinary ones
+    assert "web_search" in offered(holder)
+
+
+def test_a_new_last_error_in_the_same_window_keeps_the_lease(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    fleet.update({"web_search": replace(HALF_OPEN, last_error="late 503 from worker 2")})
+    assert "web_search" in offered(holder)
+    assert holder.holds_fleet_trial("web_search")
+    fleet.update({"web_search": replace(HALF_OPEN, since="a new window")})
+    assert not holder.holds_fleet_trial("web_search")
+
+
+def tool_calls(plane: ControlPlane) -> list[tuple[str, str, bool | None]]:
+    """(run id, outcome, the event's `trial` field or None when left out) of each tool.call."""
+    return [
+        (event["run_id"], event["outcome"], event.get("trial"))
+        for event in plane._buffer
+        if event["type"] == "tool.call"
+    ]
+
+
+def test_the_trial_call_is_reported_with_trial_true(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = granted()
+    holder, other = plane.start_run(agent="research"), plane.start_run(agent="research")
+    poll(plane)
+    assert holder.available(TOOLS) == TOOLS
+    assert other.available(TOOLS) == TOOLS[1:]
+    other.record_failure("web_search", DOWN)  # a late result: not the trial
+    holder.record_success("calculator")
+    holder.record_failure("web_search", BAD_ARGS)  # the trial call, without a verdict
+    holder.record_failure("web_search", DOWN)  # the trial call again: it failed
+    holder.record_failure("web_search", DOWN)  # after the trial
+    assert tool_calls(plane) == [
+        (other.run_id, "retryable", None),
+        (holder.run_id, "success", None),
+        (holder.run_id, "semantic", True),
+        (holder.run_id, "retryable", True),
+        (holder.run_id, "retryable", None),
+    ]
+
+
+def test_a_successful_trial_is_marked_and_the_calls_after_it_are_not(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = granted()
+    holder = plane.start_run(agent="research")
+    poll(plane)
+    assert holder.available(TOOLS) == TOOLS
+    holder.record_success("web_search")
+    holder.record_success("web_search")
+    assert tool_calls(plane) == [
+        (holder.run_id, "success", True),
+        (holder.run_id, "success", None),
+    ]
+
+
+def test_the_fleet_entrys_last_error_is_read_and_named_in_the_notice(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    entry = {"state": "open", "reason": "5 failures from 2 workers", "last_error": "timeout"}
+    trial_server.fleet = {"version": 2, "tools": {"web_search": entry}}
+    run = plane.start_run(agent="research")
+    poll(plane)
+    assert plane.fleet.snapshot()["web_search"].last_error == "timeout"
+    assert "- web_search (fleet scope; last error: timeout)" in (run.notice() or "")
+
+
+def test_a_run_that_failed_before_the_fleet_opened_names_its_own_error(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    run = plane.start_run(agent="research")
+    run.record_failure("web_search", ToolFailure("503 from vendor"))
+    trial_server.fleet = {"version": 2, "tools": {"web_search": {"state": "open"}}}
+    poll(plane)
+    assert run.available(TOOLS) == TOOLS[1:]
+    assert "last error: ToolFailure: 503 from vendor" in (run.notice() or "")

@@ -299,3 +299,50 @@ def test_a_source_is_any_object_with_scope_and_snapshot(worker: WorkerBreakers) 
             return {"calculator": ScopeState(State.OPEN, "down")}
 
     assert offered(worker.start_run(sources=[Fleet()])) == ["web_search", "fetch_url"]
+
+
+# -- the last error a fleet removal names ------------------------------------------------------
+
+
+def test_a_fleet_removal_names_the_runs_own_last_error(
+    worker: WorkerBreakers, fleet: ExternalScope
+) -> None:
+    run = worker.start_run(sources=[fleet])
+    run.record_failure("web_search", ToolFailure("503 from vendor"))
+    fleet.update({"web_search": ScopeState(State.OPEN, "5 failures from 2 workers", "timeout")})
+    assert "- web_search (fleet scope; last error: ToolFailure: 503 from vendor)" in (
+        run.notice() or ""
+    )
+
+
+def test_a_fleet_removal_falls_back_to_the_workers_then_the_fleets_last_error(
+    worker: WorkerBreakers, fleet: ExternalScope
+) -> None:
+    worker.start_run().record_failure("web_search", ToolFailure("502 bad gateway"))
+    fleet.update(
+        {
+            "web_search": ScopeState(State.OPEN, "5 failures from 2 workers", "timeout"),
+            "fetch_url": ScopeState(State.OPEN, "5 failures from 2 workers", "DNS failure"),
+        }
+    )
+    text = worker.start_run(sources=[fleet]).notice() or ""
+    assert "- web_search (fleet scope; last error: ToolFailure: 502 bad gateway)" in text
+    assert "- fetch_url (fleet scope; last error: DNS failure)" in text
+
+
+def test_a_semantic_rejection_is_not_named_as_the_last_error(
+    worker: WorkerBreakers, fleet: ExternalScope
+) -> None:
+    run = worker.start_run(sources=[fleet])
+    run.record_failure("web_search", BAD_ARGS)
+    fleet.update({"web_search": ScopeState(State.OPEN, "5 failures from 2 workers")})
+    assert "- web_search (fleet scope; 5 failures from 2 workers)" in (run.notice() or "")
+
+
+def test_a_forced_open_keeps_the_operators_reason_over_the_runs_error(
+    worker: WorkerBreakers, fleet: ExternalScope
+) -> None:
+    run = worker.start_run(sources=[fleet])
+    run.record_failure("web_search", DOWN)
+    fleet.update({"web_search": ScopeState(State.FORCED_OPEN, "forced open: contract ended")})
+    assert "- web_search (fleet scope; forced open: contract ended)" in (run.notice() or "")

@@ -28,8 +28,10 @@ flapping then starts a new spell: at most about two messages per window, never a
 (``pending`` -> ``sending``, healthchecks' ``sendalerts`` shape), so two workers or a duplicated
 task never send it twice; then the per-channel rate limiter (GCRA in Redis) either gives the slot
 or a wait, the message is built once and stored, and the transport's answer decides: sent,
-retry (network, 5xx: exponential backoff; 429: ``Retry-After``), or failed (permanent; a broken
-webhook also marks its channel broken, and nothing more is sent to it).
+retry (network, 5xx: exponential backoff, counted toward ``SLACK_MAX_ATTEMPTS``; 429: the
+whole channel is held for ``Retry-After`` in the rate limiter and no attempt is counted), or
+failed (permanent; a broken webhook also marks its channel broken, and nothing more is sent to
+it).
 
 **Sweep** (``sweep_alerts``, on beat): claims stuck in ``sending`` (a worker died mid-send) go
 back to ``pending``; overdue ``pending`` rows (an enqueue lost after commit, a retry task lost
@@ -46,13 +48,12 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from functools import lru_cache, partial
 from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import F, Q, QuerySet
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
@@ -82,12 +83,12 @@ from breakers.models import (
 from breakers.ratelimit import ChannelRateLimiter, limiter_from_settings
 from breakers.transports import Transport, TransportError
 from breakers.transports.slack import SlackTransport, validate_webhook_url
-from runs.models import BreakerState, ModelCall, Outcome, ReportedTransition, Run, ToolCall
+from runs.models import BreakerState, ToolCall
+from runs.queries import IncidentMeasures, incident_measures
 
 __all__ = [
     "SETTINGS_CHANNEL_NAME",
     "Delivery",
-    "IncidentCost",
     "SweepResult",
     "alert_channels",
     "alerts_for_fleet_changes",
@@ -110,6 +111,8 @@ STUCK_GRACE_SECONDS = 60.0
 # it was due lost its task (broker down at commit, worker lost with a countdown retry).
 OVERDUE_SECONDS = 30.0
 MAX_ERROR_CHARS = 2000
+# The code SlackTransport gives a 429 (breakers/transports/slack.py).
+RATE_LIMITED = "rate_limited"
 SWEEP_BATCH = 500
 
 Clock = Callable[[], datetime]
@@ -403,35 +406,10 @@ def _manual_alerts(
 # -- what an incident cost -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class IncidentCost:
-    runs: int
-    model_spend_usd: Decimal
-    vendor_calls: int
-
-
-def _affected_runs(tool_name: str, start: datetime, end: datetime) -> QuerySet[Run]:
-    """Runs that called the tool, or had it removed, in [start, end] (the dashboard's measure)."""
-    called = ToolCall.objects.filter(tool=tool_name, ts__gte=start, ts__lte=end).values("run_id")
-    removed = ReportedTransition.objects.filter(
-        tool=tool_name, state=BreakerState.OPEN, run__isnull=False, ts__gte=start, ts__lte=end
-    ).values("run_id")
-    return Run.objects.filter(Q(pk__in=called) | Q(pk__in=removed))
-
-
-def incident_cost(*, tool_name: str, start: datetime, end: datetime) -> IncidentCost:
-    """Runs affected, their model spend and the tool's calls that reached the vendor."""
-    affected = _affected_runs(tool_name, start, end)
-    runs = affected.aggregate(n=Count("id"))["n"]
-    spend = ModelCall.objects.filter(
-        ts__gte=start, ts__lte=end, run_id__in=affected.values("pk")
-    ).aggregate(s=Sum("cost_usd"))["s"]
-    vendor = (
-        ToolCall.objects.filter(tool=tool_name, ts__gte=start, ts__lte=end)
-        .exclude(outcome=Outcome.BLOCKED)
-        .count()
-    )
-    return IncidentCost(runs=runs, model_spend_usd=spend or Decimal(0), vendor_calls=vendor)
+def incident_cost(*, tool_name: str, start: datetime, end: datetime) -> IncidentMeasures:
+    """Runs affected, their model spend and the tool's calls that reached the vendor, over
+    [start, end): the same measure as the incident page (runs.queries)."""
+    return incident_measures(tool=tool_name, start=start, end=end)
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -640,14 +618,15 @@ def deliver_alert(
         return _fail(claim, "the channel is disabled", clock())
     if channel.broken_at is not None:
         return _fail(claim, f"the channel is broken: {channel.last_error}", clock())
-    wait = (limiter or channel_limiter()).try_acquire(channel.webhook_url)
+    limiter = limiter or channel_limiter()
+    wait = limiter.try_acquire(channel.webhook_url)
     if wait > 0:
         # Pacing is not a failed attempt: back to pending, no attempt counted.
         claim.rows().update(
             state=AlertState.PENDING, next_attempt_at=claimed_at + timedelta(seconds=wait)
         )
         return Delivery("retry", wait, "waiting for the channel's send slot")
-    return _send(claim, clock, transport_for)
+    return _send(claim, clock, transport_for, limiter)
 
 
 def _not_claimed(alert_id: int, now: datetime) -> Delivery:
@@ -662,7 +641,10 @@ def _not_claimed(alert_id: int, now: datetime) -> Delivery:
 
 
 def _send(
-    claim: _Claim, clock: Clock, transport_for: Callable[[AlertChannel], Transport]
+    claim: _Claim,
+    clock: Clock,
+    transport_for: Callable[[AlertChannel], Transport],
+    limiter: ChannelRateLimiter,
 ) -> Delivery:
     alert = claim.alert
     try:
@@ -678,6 +660,8 @@ def _send(
     except ValueError as exc:  # the stored URL is not a webhook URL (edited behind the admin)
         return _broken(claim, TransportError(f"invalid webhook URL: {exc}", code="invalid_url"))
     except TransportError as exc:
+        if exc.code == RATE_LIMITED:
+            return _rate_limited(claim, exc, limiter, clock())
         return _after_error(claim, exc, attempts, clock())
     now = clock()
     claim.rows().update(state=AlertState.SENT, sent_at=now, last_error="", next_attempt_at=None)
@@ -706,6 +690,24 @@ def _after_error(claim: _Claim, exc: TransportError, attempts: int, now: datetim
     delay = exc.retry_after if exc.retry_after is not None else retry_delay(attempts)
     claim.rows().update(
         state=AlertState.PENDING,
+        last_error=error,
+        next_attempt_at=now + timedelta(seconds=delay),
+    )
+    return Delivery("retry", delay, error)
+
+
+def _rate_limited(
+    claim: _Claim, exc: TransportError, limiter: ChannelRateLimiter, now: datetime
+) -> Delivery:
+    """Slack's 429 is about the webhook, not this message: hold the whole channel for
+    Retry-After (every pending alert of it then waits at its slot), and give back the attempt
+    this send took, since the message itself was never refused."""
+    error = _clip(f"{exc.code}: {exc.message}")
+    hold = exc.retry_after if exc.retry_after is not None else retry_delay(1)
+    delay = max(hold, limiter.hold(claim.alert.channel.webhook_url, hold))
+    claim.rows().update(
+        state=AlertState.PENDING,
+        attempts=F("attempts") - 1,
         last_error=error,
         next_attempt_at=now + timedelta(seconds=delay),
     )

@@ -25,6 +25,7 @@ from breakers.fleet.rules import (
     OperatorActionKind,
     TrialMode,
 )
+from breakers.probes import probe_callable_allowed
 from runs.models import AgentToken, BreakerState
 
 
@@ -196,10 +197,15 @@ def _ms_or_none(seconds: float | None) -> int | None:
 def _check_callable(path: str) -> dict[str, str]:
     if not path:
         return {"probe_callable": "a callable probe needs a dotted path"}
+    if not probe_callable_allowed(path):
+        allowed = ", ".join(settings.BREAKER_PROBE_CALLABLE_PREFIXES) or "none configured"
+        return {"probe_callable": f"{path!r} is not under an allowed prefix ({allowed})"}
     try:
         target = import_string(path)
-    except ImportError as exc:
-        return {"probe_callable": f"cannot import {path!r}: {exc}"}
+    # Importing runs the module's code: whatever it raises is a bad path for the operator, not
+    # a server error.
+    except Exception as exc:  # noqa: BLE001
+        return {"probe_callable": f"cannot import {path!r}: {type(exc).__name__}: {exc}"}
     if not callable(target):
         return {"probe_callable": f"{path!r} is not callable"}
     return {}

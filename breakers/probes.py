@@ -1,9 +1,10 @@
 """Half-open probes: an HTTP check or an importable callable, each bounded by its timeout.
 
-A callable probe takes no arguments; returning anything but ``False`` means healthy, returning
-``False`` or raising means not. It runs on a daemon thread so that a callable which ignores its
-timeout cannot hold the Celery worker: the probe is recorded as timed out and the thread is
-left to finish on its own.
+A callable probe takes no arguments and must live under one of the dotted-path prefixes in
+``BREAKER_PROBE_CALLABLE_PREFIXES`` (checked when a policy is saved and again before each call);
+returning anything but ``False`` means healthy, returning ``False`` or raising means not. It runs
+on a daemon thread so that a callable which ignores its timeout cannot hold the Celery worker:
+the probe is recorded as timed out and the thread is left to finish on its own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 
 from breakers.http import HttpError, http_request
@@ -20,7 +22,13 @@ from breakers.http import HttpError, http_request
 if TYPE_CHECKING:
     from breakers.models import ToolPolicy
 
-__all__ = ["ProbeResult", "run_callable_probe", "run_http_probe", "run_probe"]
+__all__ = [
+    "ProbeResult",
+    "probe_callable_allowed",
+    "run_callable_probe",
+    "run_http_probe",
+    "run_probe",
+]
 
 MAX_ERROR_CHARS = 500
 
@@ -56,8 +64,19 @@ def run_http_probe(*, url: str, method: str, expected_status: int, timeout: floa
     return ProbeResult(True, response.elapsed_ms, response.status)
 
 
+def probe_callable_allowed(path: str) -> bool:
+    """Whether ``path`` is under one of ``BREAKER_PROBE_CALLABLE_PREFIXES``."""
+    return any(
+        prefix and path.startswith(prefix) for prefix in settings.BREAKER_PROBE_CALLABLE_PREFIXES
+    )
+
+
 def run_callable_probe(*, path: str, timeout: float) -> ProbeResult:
     started = time.monotonic()
+    if not probe_callable_allowed(path):
+        # Checked again here: a policy saved before the prefixes were narrowed, or written to the
+        # database by hand, must not be imported nor called.
+        return ProbeResult(False, 0, None, _clip(f"{path!r} is not an allowed probe callable"))
     outcome: list[object] = []
 
     def call() -> None:

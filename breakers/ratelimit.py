@@ -6,7 +6,9 @@ Celery worker processes, so the limit must live in Redis, not in a process. The 
 next message; one Lua script reads and moves it atomically, so two processes can never both take
 the same slot. :meth:`ChannelRateLimiter.try_acquire` never blocks: it takes the slot and returns
 0, or returns how long to wait, and the caller (a Celery task) retries after that countdown
-rather than holding a worker asleep.
+rather than holding a worker asleep. :meth:`ChannelRateLimiter.hold` pushes the channel's next
+slot forward (Slack's 429 ``Retry-After`` is about the webhook, not one message), so every
+pending alert of that channel waits, not only the one that was refused.
 
 Time comes from Redis's own clock by default, so processes on different hosts agree; tests
 inject a clock instead of sleeping.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Callable
 
 import redis
@@ -48,6 +51,31 @@ return 0
 """
 
 
+# KEYS[1] channel key; ARGV: now in ms ("" = Redis TIME), hold ms, emission interval ms, burst.
+# Moves the next slot to now + hold unless it is already later; returns the resulting wait in ms.
+_HOLD = """
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local hold = tonumber(ARGV[2])
+local interval = tonumber(ARGV[3])
+local tolerance = (tonumber(ARGV[4]) - 1) * interval
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+local held = now + hold + tolerance
+if tat < held then
+  tat = held
+  redis.call('SET', KEYS[1], tat, 'PX', tat - now)
+end
+local wait = tat - tolerance - now
+if wait < 0 then return 0 end
+return wait
+"""
+
+
 class ChannelRateLimiter:
     """At most ``burst`` messages at once, then one per ``interval`` seconds, per channel."""
 
@@ -70,6 +98,7 @@ class ChannelRateLimiter:
         self.clock = clock
         self.prefix = prefix
         self._script = client.register_script(_GCRA)
+        self._hold = client.register_script(_HOLD)
 
     def key_for(self, channel: str) -> str:
         # Hashed: a channel may be named by its webhook URL, and that is a secret.
@@ -89,6 +118,26 @@ class ChannelRateLimiter:
             )
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             logger.warning("Slack rate limiter unavailable, sending unpaced: %s", exc)
+            return 0.0
+        return int(wait_ms) / 1000
+
+    def hold(self, channel: str, seconds: float) -> float:
+        """Let nothing be sent on ``channel`` for ``seconds`` (Slack said 429 + Retry-After).
+
+        The next slot only ever moves later, so a shorter hold never shortens a longer one.
+        Returns the channel's wait in seconds afterwards; 0.0 if Redis cannot be reached (the
+        caller still waits itself, and Slack answers 429 again if others came too early).
+        """
+        if not seconds > 0:
+            return 0.0
+        now = "" if self.clock is None else str(int(self.clock() * 1000))
+        hold_ms = max(1, math.ceil(seconds * 1000))
+        try:
+            wait_ms = self._hold(
+                keys=[self.key_for(channel)], args=[now, hold_ms, self.interval_ms, self.burst]
+            )
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            logger.warning("Slack rate limiter unavailable, channel not held: %s", exc)
             return 0.0
         return int(wait_ms) / 1000
 

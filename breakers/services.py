@@ -10,6 +10,7 @@ generation key makes the whole fleet be rebuilt, so a broken tool is never re-ad
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,7 @@ import redis
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from breakers.alerts import alerts_for_fleet_changes
@@ -80,6 +82,8 @@ __all__ = [
     "tool_policy_update",
 ]
 
+logger = logging.getLogger(__name__)
+
 MAX_REASON_CHARS = 1000
 # A probe's lease outlives its timeout by this much, so a live probe always reports inside it.
 PROBE_LEASE_GRACE_SECONDS = 10.0
@@ -126,6 +130,8 @@ class FleetCall(Protocol):
     def worker_id(self) -> str: ...
     @property
     def outcome(self) -> str: ...
+    @property
+    def trial(self) -> bool: ...
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -294,7 +300,7 @@ def fleet_record_tool_calls(
     by_tool: dict[str, list[OutcomeEvent]] = {}
     for call in calls:
         if call.outcome in _FLEET_OUTCOMES:
-            event = OutcomeEvent(call.event_id, call.worker_id, call.outcome)
+            event = OutcomeEvent(call.event_id, call.worker_id, call.outcome, call.trial)
             by_tool.setdefault(call.tool, []).append(event)
     if not by_tool:
         return []
@@ -450,7 +456,10 @@ def _repair_incidents() -> None:
         last = incident.tool.transitions.order_by("-seq").first()
         if last is not None:
             Incident.objects.filter(pk=incident.pk).update(closed_at=last.at, closed_by=last)
-    for tool in Tool.objects.filter(state__in=OUT_STATES).exclude(incidents__closed_at=None):
+    # NOT EXISTS, not ``.exclude(incidents__closed_at=None)``: that LEFT JOIN also drops the
+    # tools with no incident at all, the very ones to repair.
+    has_open = Incident.objects.filter(tool=OuterRef("pk"), closed_at__isnull=True)
+    for tool in Tool.objects.filter(state__in=OUT_STATES).filter(~Exists(has_open)):
         opening = (
             tool.transitions.filter(to_state__in=OUT_STATES)
             .exclude(from_state__in=OUT_STATES)
@@ -570,29 +579,50 @@ def fleet_operator_action(
     tool = _existing_tool(tool_name)
     actor = _actor(user, token)
     store, ms = fleet_store(), _now_ms(now)
-    with transaction.atomic():
-        result = _with_restore(
-            tool.name, lambda: store.operate(tool.name, action=action, reason=reason, now=ms)
-        )
-        if result is None:
-            raise NotForcedError(f"{tool.name!r} is not forced: there is nothing to release")
-        row = OperatorAction.objects.create(
-            tool=tool,
-            action=action,
-            reason=reason,
-            at=datetime_from_ms(ms),
-            user=user,
-            token=token,
-            actor=actor,
-            before=result.before.as_json(),
-            after=result.after.as_json(),
-        )
-        _persist(
-            tool.name,
-            result.transitions,
-            operator_action=row,
-            extra_cause={"actor": actor, "operator_action": row.pk},
-        )
+    applied = False
+    try:
+        with transaction.atomic():
+            # The audit row first: if it cannot be written, Redis is never touched. Only a failed
+            # commit after the Redis step can leave the action applied without its row.
+            row = OperatorAction.objects.create(
+                tool=tool,
+                action=action,
+                reason=reason,
+                at=datetime_from_ms(ms),
+                user=user,
+                token=token,
+                actor=actor,
+                before={},
+                after={},
+            )
+            result = _with_restore(
+                tool.name, lambda: store.operate(tool.name, action=action, reason=reason, now=ms)
+            )
+            if result is None:
+                raise NotForcedError(f"{tool.name!r} is not forced: there is nothing to release")
+            applied = True
+            row.before, row.after = result.before.as_json(), result.after.as_json()
+            row.save(update_fields=["before", "after"])
+            _persist(
+                tool.name,
+                result.transitions,
+                operator_action=row,
+                extra_cause={"actor": actor, "operator_action": row.pk},
+            )
+    except Exception:
+        if applied:
+            # Redis has the action, the database has no audit row for it: never silent. The
+            # tick's reconcile records the state Redis holds within RECONCILE_AFTER_MS.
+            logger.error(
+                "operator action %s on %r by %s (reason %r) was applied in Redis but its audit "
+                "row was not committed",
+                action.value,
+                tool.name,
+                actor,
+                reason,
+                exc_info=True,
+            )
+        raise
     return row
 
 

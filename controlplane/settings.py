@@ -145,6 +145,9 @@ BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
 BREAKER_TRIAL_LEASE_SECONDS = envfloat("BREAKER_TRIAL_LEASE_SECONDS", 120.0)
 # How long Redis remembers an applied event id: longer than any client keeps resending a batch.
 BREAKER_DEDUPE_TTL_SECONDS = envfloat("BREAKER_DEDUPE_TTL_SECONDS", 3600.0)
+# Dotted-path prefixes a callable probe must start with, so an operator's policy cannot make the
+# Celery worker import and call just anything (os.abort). Checked on save and before each call.
+BREAKER_PROBE_CALLABLE_PREFIXES = envlist("BREAKER_PROBE_CALLABLE_PREFIXES", ["breakers.probes."])
 # Celery beat's fleet tick: half-open transitions, probes, rebuild after a Redis data loss.
 BREAKER_TICK_SECONDS = envfloat("BREAKER_TICK_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULE = {

@@ -191,7 +191,7 @@ def fleet_board(*, filters: BoardFilters, now: datetime | None = None) -> Board:
     tools = tools[:BOARD_MAX_TOOLS]
     counters, live = read_live_tools(tool.name for tool in tools)
     workers_open = worker_scope_open(now=now)
-    runs_removed = run_scope_removals(now=now)
+    runs_removed = run_removals(now=now)
     rows = [_row(tool, live.get(tool.name), counters, workers_open, runs_removed) for tool in tools]
     rows.sort(key=lambda row: (row.severity, row.name))
     return Board(
@@ -301,8 +301,12 @@ def worker_scope_open(*, now: datetime) -> dict[str, tuple[str, ...]]:
     only live workers count, because a stopped worker's breakers no longer decide anything.
     """
     newest = (
+        # run__isnull: the worker's own transitions; the per-run copies of a worker-scope removal
+        # (reported with a run id) must not take part in the newest-per-worker ranking.
         ReportedTransition.objects.filter(
-            scope=Scope.WORKER, worker__last_seen_at__gte=now - WORKER_LIVE_WINDOW
+            scope=Scope.WORKER,
+            run__isnull=True,
+            worker__last_seen_at__gte=now - WORKER_LIVE_WINDOW,
         )
         .annotate(
             rank=Window(
@@ -329,16 +333,17 @@ def active_runs(*, now: datetime) -> Any:
     return Run.objects.filter(status=RunStatus.RUNNING, started_at__gte=now - ACTIVE_RUN_WINDOW)
 
 
-def run_scope_removals(*, now: datetime) -> dict[str, int]:
-    """Per tool, the active runs whose own (run-scope) breaker removed it.
+def run_removals(*, now: datetime) -> dict[str, int]:
+    """Per tool, the active runs in which it is removed, whichever breaker removed it.
 
-    A tool removed from a run stays removed for the rest of that run, so one ``open`` reported
-    by the run is enough. Worker-scope removals are counted per worker in the column before.
+    The SDK reports every per-run removal (the run's own breaker, its worker's, the fleet's) as an
+    ``open`` transition carrying that run's id, so a run counts once here whatever the scope. A
+    tool removed from a run stays removed for the rest of that run, so one ``open`` is enough.
     """
     rows = (
         ReportedTransition.objects.filter(
-            scope=Scope.RUN,
             state=BreakerState.OPEN,
+            run__isnull=False,
             run__status=RunStatus.RUNNING,
             run__started_at__gte=now - ACTIVE_RUN_WINDOW,
         )

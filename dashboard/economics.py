@@ -71,6 +71,7 @@ from runs.models import (
     ToolCall,
     Worker,
 )
+from runs.queries import runs_affected
 from runs.simulation.scenario import MODES
 from runs.simulation.script import SEARCH
 
@@ -289,12 +290,8 @@ def _usd(value: Decimal | float | None) -> float:
 
 def runs_reaching_for(*, tool_name: str, start: datetime, end: datetime) -> QuerySet[Run]:
     """Runs that called the tool, or had it removed, in [start, end): the incident page's
-    "runs affected", over a longer window."""
-    called = ToolCall.objects.filter(tool=tool_name, ts__gte=start, ts__lt=end).values("run_id")
-    removed = ReportedTransition.objects.filter(
-        tool=tool_name, state=BreakerState.OPEN, run__isnull=False, ts__gte=start, ts__lt=end
-    ).values("run_id")
-    return Run.objects.filter(Q(pk__in=called) | Q(pk__in=removed))
+    "runs affected" (runs.queries), over a longer window."""
+    return runs_affected(tool=tool_name, start=start, end=end)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any, Literal
 
-from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
 from dashboard.queries import WindowPage, page_window
-from runs.models import BreakerState, ModelCall, Outcome, ReportedTransition, Run, ToolCall
+from runs.models import Outcome, Run, ToolCall
+from runs.queries import IncidentMeasures, incident_measures, runs_affected
 
 INCIDENTS_PER_PAGE = 50
 MAX_WORKER_GROUPS = 30
@@ -94,21 +94,8 @@ class TimelineEntry:
         return (self.at, _KIND_ORDER[self.kind], self.order)
 
 
-@dataclass(frozen=True)
-class Measures:
-    """What happened around one tool in one window of time."""
-
-    start: datetime
-    end: datetime
-    runs: int
-    degraded_runs: int
-    model_calls: int
-    model_spend_usd: Decimal
-    tool_calls: int
-    vendor_calls: int  # calls that reached the vendor (not refused by a breaker)
-    vendor_attempts: int
-    failures: int  # retryable
-    blocked: int
+# What happened around one tool in one window of time, [start, end).
+Measures = IncidentMeasures
 
 
 @dataclass(frozen=True)
@@ -219,7 +206,7 @@ def incident_page(*, incident: Incident, now: datetime | None = None) -> Inciden
             ),
         ),
         affected_runs=list(
-            _affected_runs(tool.name, incident.opened_at, end)
+            runs_affected(tool=tool.name, start=incident.opened_at, end=end)
             .select_related("worker")
             .order_by("-started_at", "-id")[:MAX_AFFECTED_RUNS]
         ),
@@ -310,40 +297,6 @@ def incident_alerts(*, incident: Incident) -> list[AlertEntry]:
 # -- comparison -----------------------------------------------------------------------------------
 
 
-def _affected_runs(tool_name: str, start: datetime, end: datetime) -> QuerySet[Run]:
-    """Runs that called the tool, or had it removed, in [start, end)."""
-    called = ToolCall.objects.filter(tool=tool_name, ts__gte=start, ts__lt=end).values("run_id")
-    removed = ReportedTransition.objects.filter(
-        tool=tool_name, state=BreakerState.OPEN, run__isnull=False, ts__gte=start, ts__lt=end
-    ).values("run_id")
-    return Run.objects.filter(Q(pk__in=called) | Q(pk__in=removed))
-
-
 def measures(*, tool_name: str, start: datetime, end: datetime) -> Measures:
-    """Three aggregate queries over [start, end): runs, their model calls, the tool's calls."""
-    affected = _affected_runs(tool_name, start, end)
-    runs = affected.aggregate(n=Count("id"), degraded=Count("id", filter=Q(degraded=True)))
-    model = ModelCall.objects.filter(
-        ts__gte=start, ts__lt=end, run_id__in=affected.values("pk")
-    ).aggregate(n=Count("id"), spend=Sum("cost_usd"))
-    reached = ~Q(outcome=Outcome.BLOCKED)
-    calls = ToolCall.objects.filter(tool=tool_name, ts__gte=start, ts__lt=end).aggregate(
-        n=Count("id"),
-        vendor=Count("id", filter=reached),
-        attempts=Sum("attempts", filter=reached),
-        failures=Count("id", filter=Q(outcome=Outcome.RETRYABLE)),
-        blocked=Count("id", filter=Q(outcome=Outcome.BLOCKED)),
-    )
-    return Measures(
-        start=start,
-        end=end,
-        runs=runs["n"],
-        degraded_runs=runs["degraded"],
-        model_calls=model["n"],
-        model_spend_usd=model["spend"] or Decimal(0),
-        tool_calls=calls["n"],
-        vendor_calls=calls["vendor"],
-        vendor_attempts=calls["attempts"] or 0,
-        failures=calls["failures"],
-        blocked=calls["blocked"],
-    )
+    """What happened around the tool over [start, end) (the shared definition in runs.queries)."""
+    return incident_measures(tool=tool_name, start=start, end=end)

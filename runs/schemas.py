@@ -114,6 +114,10 @@ class ToolCallEvent(_Event):
     )
     duration_ms: Count | None = None
     error: FreeText = Field(default="", description=f"Cut to {MAX_TEXT_CHARS} characters.")
+    trial: Annotated[bool, Field(strict=True)] = Field(
+        default=False,
+        description="Set by the SDK on the one call made under a fleet trial lease.",
+    )
 
 
 class BreakerTransitionEvent(_Event):

@@ -105,6 +105,7 @@ class AcceptedToolCall:
     outcome: str
     attempts: int
     error: str
+    trial: bool = False  # the one call made under a fleet trial lease (set by the SDK)
 
 
 @dataclass(slots=True)
@@ -450,6 +451,7 @@ def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> N
                 outcome=event.outcome,
                 attempts=attempts,
                 error=event.error,
+                trial=event.trial,
             )
         )
 

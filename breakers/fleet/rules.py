@@ -12,14 +12,16 @@ One tool's breaker has an *automatic* state and an optional *forced* override:
                             least ``min_workers`` distinct workers (one worker failing alone,
                             however often, never opens it); any success resets the streak
     open      -> half_open  ``advance()`` once the cooldown has elapsed (Celery's tick)
-    half_open -> closed     the one trial succeeded: the probe, or the call of the agent worker
-                            holding the trial lease; the cooldown goes back to its base
+    half_open -> closed     the one trial succeeded: the probe, or the call the agent worker
+                            holding the trial lease made under it (``trial=True``, reported while
+                            the lease is live); the cooldown goes back to its base
     half_open -> open       the trial failed: the cooldown doubles, capped at ``max_cooldown``
 
-Semantic and blocked outcomes never count nor reset. While open, late outcomes (calls started
-before the trip) change nothing: only the trial decides. The effective state is the forced one
-when set (``forced_open`` is a kill switch, ``forced_closed`` keeps a tool available); the
-automatic breaker keeps running underneath, so ``release()`` returns to what it says now.
+Semantic and blocked outcomes never count nor reset. While open or half-open, late outcomes
+(calls started before the trip, even the lease holder's) change nothing: only the trial decides.
+The effective state is the forced one when set (``forced_open`` is a kill switch,
+``forced_closed`` keeps a tool available); the automatic breaker keeps running underneath, so
+``release()`` returns to what it says now.
 ``reset()`` clears the automatic breaker and leaves a forced state alone.
 
 Every change of (automatic state, forced) is a ``Transition`` with its cause and bumps ``seq``.
@@ -163,17 +165,34 @@ class FleetBreaker:
     # -- agent outcomes --------------------------------------------------------------------
 
     def apply(
-        self, *, event_id: str, worker: str, outcome: Outcome, now: int, policy: FleetPolicy
+        self,
+        *,
+        event_id: str,
+        worker: str,
+        outcome: Outcome,
+        now: int,
+        policy: FleetPolicy,
+        trial: bool = False,
     ) -> Transition | None:
-        """One accepted ``tool.call``; a resent event id is applied once (returns None)."""
+        """One accepted ``tool.call``; a resent event id is applied once (returns None).
+
+        ``trial`` is the event's flag, set by the SDK on the one call made under a trial lease.
+        """
         if event_id in self.seen:
             return None
         self.seen.add(event_id)
         if self.auto is State.CLOSED:
             return self._count(event_id, worker, outcome, now, policy)
-        if self.auto is State.HALF_OPEN and self.lease_holder == AGENT_HOLDER_PREFIX + worker:
+        if (
+            self.auto is State.HALF_OPEN
+            and trial
+            and self.lease_holder == AGENT_HOLDER_PREFIX + worker
+            and now <= self.lease_until
+        ):
             return self._agent_trial(event_id, worker, outcome, now, policy)
-        return None  # open, or half-open and not the trial: a late result decides nothing
+        # Open, or half-open and not the trial: a late result of a call started before the trip
+        # (the holder's too), or a trial reported after its lease ran out, decides nothing.
+        return None
 
     def _count(
         self, event_id: str, worker: str, outcome: Outcome, now: int, policy: FleetPolicy

@@ -93,6 +93,7 @@ class OutcomeEvent:
     event_id: str
     worker: str
     outcome: str
+    trial: bool = False  # made under a fleet trial lease (the event's ``trial`` flag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +289,7 @@ class FleetStore:
         args: list[str] = [str(self.dedupe_ttl_ms)]
         keys = []
         for event in events:
-            args += [event.event_id, event.worker, event.outcome]
+            args += [event.event_id, event.worker, event.outcome, "1" if event.trial else "0"]
             keys.append(self.dedupe_key(tool, event.event_id))
         data = self._run("apply", tool, now, *args, keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))

@@ -28,6 +28,7 @@ class Call:
     tool: str
     worker_id: str
     outcome: str
+    trial: bool = False  # FleetCall.trial (a half-open trial call)
 
 
 def at(seconds: float) -> datetime:
@@ -51,7 +52,7 @@ def trial(tool: str, outcome: str, when: datetime) -> FleetTransition:
     """The half-open trial call by an agent worker: success closes, retryable re-opens."""
     assert fleet_trial_acquire(tool_name=tool, worker_id="w-trial", now=when).granted
     [row] = fleet_record_tool_calls(
-        calls=[Call(f"ev-{next(_ids)}", tool, "w-trial", outcome)], now=when
+        calls=[Call(f"ev-{next(_ids)}", tool, "w-trial", outcome, trial=True)], now=when
     )
     return row
 

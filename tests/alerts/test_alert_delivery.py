@@ -55,9 +55,12 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def unlimited(fleet_keys: redis.Redis) -> ChannelRateLimiter:
-    """A limiter that never makes a test wait (the pacing has its own test)."""
-    return ChannelRateLimiter(fleet_keys, interval=1.0, burst=10_000)
+def unlimited(fleet_keys: redis.Redis, clock: Clock) -> ChannelRateLimiter:
+    """A limiter that never makes a test wait (the pacing has its own test), on the test's
+    clock (a 429 holds the channel in it)."""
+    return ChannelRateLimiter(
+        fleet_keys, interval=1.0, burst=10_000, clock=lambda: clock.now.timestamp()
+    )
 
 
 Deliver = Callable[[Alert], Delivery]
@@ -256,6 +259,45 @@ def test_the_channel_limit_defers_an_alert_without_counting_an_attempt(
     assert (second.state, second.attempts) == ("pending", 0)
     assert second.next_attempt_at == clock.now + timedelta(seconds=0.75)
     assert len(slack_server.requests) == 1
+
+
+def test_a_429_holds_the_whole_channel_and_is_not_counted_as_an_attempt(
+    channel: AlertChannel,
+    slack_server: FakeSlackServer,
+    fleet_keys: redis.Redis,
+    clock: Clock,
+    settings: Settings,
+) -> None:
+    settings.SLACK_MAX_ATTEMPTS = 1  # a 429 counted as an attempt would fail the alert
+    limiter = ChannelRateLimiter(
+        fleet_keys, interval=1.0, burst=1, clock=lambda: clock.now.timestamp()
+    )
+
+    def deliver(alert: Alert) -> Delivery:
+        return deliver_alert(alert_id=alert.pk, clock=clock, limiter=limiter)
+
+    first, second = opened_alert("tool_a"), opened_alert("tool_b")
+    slack_server.enqueue(rate_limited(2))
+    refused = deliver(first)
+    assert (refused.outcome, refused.retry_in) == ("retry", 2.0)
+    first = reload(first)
+    assert (first.state, first.attempts) == ("pending", 0)
+    assert first.next_attempt_at == clock.now + timedelta(seconds=2)
+    # The other pending alert of the channel waits out the same Retry-After.
+    assert deliver(second) == Delivery("retry", 2.0, "waiting for the channel's send slot")
+    clock.advance(1.9)
+    assert deliver(first).outcome == "retry"
+    assert deliver(second).retry_in == pytest.approx(0.1)
+    assert len(slack_server.requests) == 1
+    assert (reload(first).attempts, reload(second).attempts) == (0, 0)
+
+    clock.advance(0.1)
+    assert deliver(first).outcome == "sent"
+    assert reload(first).attempts == 1
+    assert deliver(second).retry_in == 1.0  # then the ordinary pacing
+    clock.advance(1.0)
+    assert deliver(second).outcome == "sent"
+    assert [r.reply.status for r in slack_server.requests] == [429, 200, 200]
 
 
 # -- the sweep ---------------------------------------------------------------------------

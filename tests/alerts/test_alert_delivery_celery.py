@@ -95,17 +95,22 @@ def test_a_server_error_then_ok_is_retried_after_the_backoff_and_sent(
     assert (alert.attempts, alert.last_error) == (2, "")
 
 
-def test_a_429_is_retried_no_sooner_than_retry_after(
+def test_a_429_holds_every_alert_of_the_channel_for_retry_after_and_is_no_attempt(
     celery_worker: CeleryWorkerProcess, channel: AlertChannel, slack_server: FakeSlackServer
 ) -> None:
     slack_server.enqueue(rate_limited(2))
     open_tool("web_search", recent(30))
-    alert = Alert.objects.get()
-    wait_for(lambda: state_of(alert.pk) == AlertState.SENT, "the alert to be sent")
-    first, second = slack_server.requests
-    assert (first.reply.status, second.reply.status) == (429, 200)
-    assert second.received_at - first.received_at >= 2.0
-    assert Alert.objects.get().attempts == 2
+    open_tool("vector_db", recent(30))
+    alerts = list(Alert.objects.values_list("pk", flat=True))
+    assert len(alerts) == 2
+    wait_for(
+        lambda: all(state_of(pk) == AlertState.SENT for pk in alerts), "both alerts to be sent"
+    )
+    refused, *later = slack_server.requests
+    assert [r.reply.status for r in (refused, *later)] == [429, 200, 200]
+    # Neither alert went out again before Retry-After, not only the one Slack refused.
+    assert all(r.received_at - refused.received_at >= 2.0 for r in later)
+    assert sorted(Alert.objects.values_list("attempts", flat=True)) == [1, 1]
 
 
 def test_a_dead_webhook_fails_once_breaks_the_channel_and_nothing_more_is_tried(

@@ -77,6 +77,22 @@ def test_a_refused_attempt_does_not_push_the_next_slot_back(
     assert limiter.try_acquire(CHANNEL) == 0.0
 
 
+def test_a_hold_pushes_the_next_slot_back_and_never_shortens_a_longer_one(
+    redis_client: redis.Redis, clock: FakeClock
+) -> None:
+    limiter = ChannelRateLimiter(redis_client, clock=clock)
+    other = ChannelRateLimiter(redis_client, clock=clock)  # another worker process
+    assert limiter.hold(CHANNEL, 2.0) == 2.0
+    assert other.try_acquire(CHANNEL) == 2.0
+    assert limiter.hold(CHANNEL, 0.5) == 2.0
+    clock.advance(1.5)
+    assert other.try_acquire(CHANNEL) == pytest.approx(0.5)
+    clock.advance(0.5)
+    assert other.try_acquire(CHANNEL) == 0.0
+    assert other.try_acquire(CHANNEL) == 1.0
+    assert limiter.try_acquire("https://hooks.slack.com/services/T0/B1/other") == 0.0
+
+
 def test_two_processes_share_one_limit(clients: list[redis.Redis], clock: FakeClock) -> None:
     first = ChannelRateLimiter(clients[0], clock=clock)
     second = ChannelRateLimiter(clients[1], clock=clock)

@@ -93,27 +93,51 @@ def test_open_on_workers_counts_live_workers_whose_newest_worker_state_is_out(
     assert re.search(r'<span class="text-bad" title="w-live-open">1</span>', html)
 
 
-def test_removed_in_runs_counts_active_runs_whose_run_breaker_removed_it(
-    fleet_redis: redis.Redis,
+def test_removed_in_runs_counts_active_runs_with_the_tool_removed_by_any_breaker(
+    viewer_client: Client, fleet_redis: redis.Redis
 ) -> None:
     now = timezone.now()
     calls("web_search", "w-1", "success")
     worker = make_worker("w-1")
     running = [
         make_run(f"r-live-{i}", worker=worker, status=RunStatus.RUNNING, started_at=now)
-        for i in range(3)
+        for i in range(5)
     ]
     finished = make_run("r-done", worker=worker, started_at=now)
     abandoned = make_run(
         "r-abandoned", worker=worker, status=RunStatus.RUNNING, started_at=now - timedelta(days=1)
     )
-    for run in [*running[:2], finished, abandoned]:
+    # Removed by the run's own, its worker's and the fleet's breaker: three runs.
+    for run, scope in ((running[0], "run"), (running[1], "worker"), (running[2], "fleet")):
+        make_transition(worker=worker, run=run, scope=scope, ts=now)
+    for run in (finished, abandoned):
         make_transition(worker=worker, run=run, scope="run", ts=now)
-    # Reported twice by one run: still one run.
-    make_transition(worker=worker, run=running[0], scope="run", ts=now)
+    # Reported twice by one run (two scopes): still one run.
+    make_transition(worker=worker, run=running[0], scope="fleet", ts=now)
+    # Not a removal in a run: a worker's own transition, and a run whose breaker only half-opened.
+    make_transition(worker=worker, scope="worker", ts=now)
+    make_transition(worker=worker, run=running[3], scope="run", state="half_open", ts=now)
     board = fleet_board(filters=BoardFilters())
-    assert board.rows[0].runs_removed == 2
-    assert board.active_runs == 3
+    assert board.rows[0].runs_removed == 3
+    assert board.active_runs == 5
+    html = viewer_client.get("/").content.decode()
+    assert '<span class="text-bad">3</span>' in row_html(html, "web_search")
+    assert "whichever breaker (run, worker or fleet) removed it" in html
+
+
+def test_open_on_workers_ignores_the_per_run_copies_of_worker_removals(
+    fleet_redis: redis.Redis,
+) -> None:
+    now = timezone.now()
+    calls("web_search", "w-1", "success")
+    worker = Worker.objects.get(worker_id="w-1")
+    run = make_run("r-1", worker=worker, status=RunStatus.RUNNING, started_at=now)
+    make_transition(worker=worker, scope="worker", ts=now - timedelta(minutes=3))
+    make_transition(worker=worker, scope="worker", state="closed", ts=now - timedelta(minutes=2))
+    # The run still reports the tool removed (its copy of the worker removal), newer than the
+    # worker's own "closed": the worker's breaker is closed all the same.
+    make_transition(worker=worker, run=run, scope="worker", ts=now - timedelta(minutes=1))
+    assert fleet_board(filters=BoardFilters()).rows[0].workers_open == ()
 
 
 @pytest.mark.parametrize(

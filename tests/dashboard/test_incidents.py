@@ -10,10 +10,12 @@ import redis
 from django.test import Client
 from pytest_django import DjangoAssertNumQueries
 
+from breakers.alerts import incident_cost
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Incident
 from breakers.services import fleet_operator_action
 from dashboard.incidents import incident_alerts, incident_page
+from runs.queries import incident_measures, runs_affected
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     HOSTILE_SCRIPT,
@@ -278,3 +280,23 @@ def test_hostile_text_renders_as_text(viewer_client: Client) -> None:
         assert "<img src=x" not in html, url
         assert "<script>alert" not in html, url
         assert "&lt;img src=x onerror=alert(1)&gt;" in html, url
+
+
+def test_runs_affected_is_half_open_and_the_alerts_count_the_same_runs(db: None) -> None:
+    worker = make_worker("w-1")
+    start, end = T0, T0 + timedelta(minutes=10)
+    at_start = make_run("r-at-start", worker=worker, started_at=start)
+    make_tool_call(at_start, step=1, ts=start, outcome="retryable")
+    removed = make_run("r-removed", worker=worker, started_at=start)
+    make_transition(worker=worker, run=removed, scope="fleet", ts=start + timedelta(minutes=5))
+    make_model_call(removed, step=1, ts=start + timedelta(minutes=5))
+    at_end = make_run("r-at-end", worker=worker, started_at=start)
+    make_tool_call(at_end, step=1, ts=end)  # belongs to the next window
+    make_model_call(at_end, step=2, ts=end)
+    affected = runs_affected(tool="web_search", start=start, end=end)
+    assert sorted(affected.values_list("run_id", flat=True)) == ["r-at-start", "r-removed"]
+    during = incident_measures(tool="web_search", start=start, end=end)
+    assert (during.runs, during.model_calls, during.tool_calls) == (2, 1, 1)
+    assert incident_cost(tool_name="web_search", start=start, end=end) == during
+    after = incident_measures(tool="web_search", start=end, end=end + timedelta(minutes=10))
+    assert (after.runs, after.tool_calls) == (1, 1)

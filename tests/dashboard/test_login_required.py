@@ -8,15 +8,36 @@ from django.test import Client
 
 from tests.dashboard.factories import T0, make_incident, make_run, make_tool
 
-PAGES = ["/", "/incidents/", "/audit/", "/runs/", "/runs/?agent=research"]
+# Every dashboard page; {tool}, {incident} and {run} are filled with rows made by ``url_of``.
+PAGES = [
+    "/",
+    "/incidents/",
+    "/outages/",
+    "/audit/",
+    "/alerts/",
+    "/runs/",
+    "/runs/?agent=research",
+    "/tools/{tool}/",
+    "/incidents/{incident}/",
+    "/runs/{run}/",
+]
+
+
+def url_of(path: str) -> str:
+    """The page's URL, with the rows it names created first."""
+    tool = make_tool("web_search-secret")
+    incident = make_incident(tool, opened_at=T0)
+    run = make_run("r-secret")
+    return path.format(tool=tool.pk, incident=incident.pk, run=run.pk)
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("path", PAGES)
 def test_anonymous_user_is_sent_to_login(client: Client, path: str) -> None:
-    response = client.get(path)
+    response = client.get(url_of(path))
     assert response.status_code == 302
     assert response["Location"].startswith("/accounts/login/?next=")
+    assert "secret" not in response.content.decode()
 
 
 @pytest.mark.django_db
@@ -84,7 +105,7 @@ def test_wrong_password_shows_an_error(client: Client, viewer: User) -> None:
 
 @pytest.mark.parametrize("path", PAGES)
 def test_signed_in_user_sees_every_page(viewer_client: Client, path: str) -> None:
-    assert viewer_client.get(path).status_code == 200
+    assert viewer_client.get(url_of(path)).status_code == 200
 
 
 def test_logout_is_a_post(viewer_client: Client) -> None:

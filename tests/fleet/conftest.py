@@ -92,16 +92,23 @@ Report = Callable[..., dict[str, Any]]
 @pytest.fixture
 def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report:
     """Post ``tool.call`` outcomes for one tool from ``worker`` through ``POST /api/v1/events``
-    (a fresh run per call of this helper); returns the JSON reply."""
+    (a fresh run per call of this helper; ``trial`` flags them as made under a trial lease);
+    returns the JSON reply."""
 
-    def post(worker: str, tool: str, *outcomes: str, events: list[Any] | None = None) -> Any:
+    def post(
+        worker: str,
+        tool: str,
+        *outcomes: str,
+        events: list[Any] | None = None,
+        trial: bool = False,
+    ) -> Any:
         run_id = f"r-{next(_ids)}"
         batch = (
             events
             if events is not None
             else [
                 run_started(run_id),
-                *(tool_call(run_id, tool, outcome) for outcome in outcomes),
+                *(tool_call(run_id, tool, outcome, trial=trial) for outcome in outcomes),
             ]
         )
         response = client.post(

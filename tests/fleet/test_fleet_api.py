@@ -89,9 +89,11 @@ def test_one_worker_gets_the_trial_lease_and_its_call_decides(
     second = client.post(url, {"worker_id": "w4"}, **ask).json()
     assert first["granted"] is True and first["expires_at"] is not None
     assert second == {"granted": False, "window": 1, "expires_at": None}
-    report("w4", "web_search", "success")  # not the trial: decides nothing
+    report("w4", "web_search", "success", trial=True)  # not the lease holder: decides nothing
     assert Tool.objects.get(name="web_search").state == "half_open"
-    reply = report("w3", "web_search", "success")
+    report("w3", "web_search", "retryable")  # the holder's late call, not the trial
+    assert Tool.objects.get(name="web_search").state == "half_open"
+    reply = report("w3", "web_search", "success", trial=True)
     assert reply["fleet"]["tools"]["web_search"]["state"] == "closed"
 
 

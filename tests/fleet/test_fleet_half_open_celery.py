@@ -30,6 +30,7 @@ class Call:
     tool: str
     worker_id: str
     outcome: str
+    trial: bool = False
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 from django.contrib.auth.models import Group, User
+from django.db import DatabaseError, connection
 from django.test import Client
 
+from breakers.fleet.rules import OperatorActionKind
 from breakers.models import FleetTransition, Incident, OperatorAction, Tool
-from breakers.services import fleet_store
+from breakers.services import fleet_operator_action, fleet_store
+from runs.models import AgentToken
 from tests.fleet.conftest import Report
 
 pytestmark = pytest.mark.django_db
@@ -211,3 +215,45 @@ def test_operators_see_the_streak_behind_a_tool(
         "max_cooldown_ms": 300_000,
         "trial": "lease",
     }
+
+
+def test_an_action_whose_redis_step_fails_writes_no_audit_row_and_changes_nothing(
+    known_tool: str,
+) -> None:
+    store = fleet_store()
+    state_key = store.tool_keys(known_tool)[0]
+    # A state key of the wrong type makes the real script fail (WRONGTYPE) inside Redis.
+    store.client.delete(state_key)
+    store.client.set(state_key, "not a hash")
+    with pytest.raises(redis.ResponseError):
+        fleet_operator_action(
+            tool_name=known_tool,
+            action=OperatorActionKind.FORCE_OPEN,
+            reason="vendor down",
+            token=AgentToken.issue(name="ops", is_operator=True)[0],
+        )
+    assert not OperatorAction.objects.exists()
+    assert store.client.get(state_key) == b"not a hash"
+    assert Tool.objects.get(name=known_tool).state == "closed"
+
+
+def test_an_action_whose_audit_row_cannot_be_written_leaves_redis_unchanged(
+    known_tool: str,
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION bp_test_refuse_audit() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'audit table refuses'; END $$;"
+            "CREATE TRIGGER bp_test_refuse_audit BEFORE INSERT ON breakers_operatoraction "
+            "FOR EACH ROW EXECUTE FUNCTION bp_test_refuse_audit();"
+        )  # rolled back with the test's transaction
+    before = fleet_store().details(known_tool)[0]
+    with pytest.raises(DatabaseError, match="audit table refuses"):
+        fleet_operator_action(
+            tool_name=known_tool,
+            action=OperatorActionKind.FORCE_OPEN,
+            reason="vendor down",
+            token=AgentToken.issue(name="ops", is_operator=True)[0],
+        )
+    assert fleet_store().details(known_tool)[0] == before
+    assert before["forced"] == ""

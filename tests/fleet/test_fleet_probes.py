@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from breakers.http import HttpError, http_request
+from breakers.models import ProbeKind, Tool, ToolPolicy
 from breakers.probes import run_callable_probe, run_http_probe
 from tests.processes import free_port
 from tests.vendor_server import VendorServer
+
+
+@pytest.fixture(autouse=True)
+def allow_this_modules_probes(settings: Any) -> None:
+    settings.BREAKER_PROBE_CALLABLE_PREFIXES = [
+        *settings.BREAKER_PROBE_CALLABLE_PREFIXES,
+        "tests.fleet.test_fleet_probes.",
+        "tests.fleet.no_such_module.",
+    ]
+
+
+NOT_CALLABLE = 42
 
 
 def healthy() -> bool:
@@ -88,3 +103,61 @@ def test_a_callable_probe(path: str, ok: bool, error: str) -> None:
     assert result.ok is ok
     assert result.error.startswith(error)
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("path", ["os.abort", "breakers.probesx.run", "tests.fleetx.probe"])
+def test_a_callable_outside_the_allowed_prefixes_is_never_imported_nor_called(
+    path: str,
+) -> None:
+    result = run_callable_probe(path=path, timeout=0.2)
+    assert (result.ok, result.error) == (False, f"{path!r} is not an allowed probe callable")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("os.abort", "'os.abort' is not under an allowed prefix (breakers.probes."),
+        ("tests.fleet.no_such_module.probe", "cannot import 'tests.fleet.no_such_module.probe'"),
+        (
+            "tests.fleet.test_fleet_probes.NOT_CALLABLE",
+            "'tests.fleet.test_fleet_probes.NOT_CALLABLE' is not callable",
+        ),
+        ("tests.fleet.test_fleet_probes.healthy", None),
+    ],
+)
+def test_a_callable_probe_policy_is_validated_before_it_is_saved(
+    path: str, message: str | None
+) -> None:
+    policy = ToolPolicy(
+        tool=Tool.objects.create(name="calculator"),
+        probe_kind=ProbeKind.CALLABLE,
+        probe_callable=path,
+    )
+    if message is None:
+        policy.full_clean()
+        return
+    with pytest.raises(ValidationError) as caught:
+        policy.full_clean()
+    assert caught.value.message_dict["probe_callable"][0].startswith(message)
+
+
+@pytest.mark.django_db
+def test_a_probe_module_that_raises_on_import_is_a_validation_error(
+    settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bp_probe_raises_on_import.py").write_text(
+        "raise RuntimeError('vendor SDK not configured')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings.BREAKER_PROBE_CALLABLE_PREFIXES = ["bp_probe_raises_on_import."]
+    policy = ToolPolicy(
+        tool=Tool.objects.create(name="calculator"),
+        probe_kind=ProbeKind.CALLABLE,
+        probe_callable="bp_probe_raises_on_import.check",
+    )
+    with pytest.raises(ValidationError) as caught:
+        policy.full_clean()
+    assert caught.value.message_dict["probe_callable"] == [
+        "cannot import 'bp_probe_raises_on_import.check': RuntimeError: vendor SDK not configured"
+    ]

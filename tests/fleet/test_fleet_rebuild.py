@@ -134,3 +134,22 @@ def test_a_transition_whose_batch_rolled_back_is_recorded_by_the_tick(report: Re
     assert Incident.objects.get().opened_by == row
     # The same tick then moved it on as usual: the cooldown had elapsed too.
     assert Tool.objects.get(name="web_search").state == "half_open"
+
+
+def test_the_tick_opens_the_missing_incident_of_a_tool_that_never_had_one(
+    report: Report,
+) -> None:
+    # Out of service with its opening transition recorded but no incident row at all (say the
+    # transitions were persisted out of order): the repair must find tools with no incident.
+    open_breaker(report, "web_search")
+    opening = FleetTransition.objects.get(to_state="open")
+    Incident.objects.all().delete()
+    fleet_tick(now=timezone.now())
+    incident = Incident.objects.get()
+    assert (incident.tool.name, incident.opened_by, incident.closed_at) == (
+        "web_search",
+        opening,
+        None,
+    )
+    fleet_tick(now=timezone.now())  # and only one
+    assert Incident.objects.count() == 1

@@ -25,9 +25,21 @@ PROBED = FleetPolicy(
 _ids = itertools.count()
 
 
-def fail(breaker: FleetBreaker, worker: str, *, now: int = 0, policy: FleetPolicy = POLICY):
+def fail(
+    breaker: FleetBreaker,
+    worker: str,
+    *,
+    now: int = 0,
+    policy: FleetPolicy = POLICY,
+    trial: bool = False,
+):
     return breaker.apply(
-        event_id=f"e{next(_ids)}", worker=worker, outcome=Outcome.RETRYABLE, now=now, policy=policy
+        event_id=f"e{next(_ids)}",
+        worker=worker,
+        outcome=Outcome.RETRYABLE,
+        now=now,
+        policy=policy,
+        trial=trial,
     )
 
 
@@ -124,14 +136,47 @@ def test_one_agent_holds_the_trial_lease_and_its_success_closes() -> None:
     assert not breaker.acquire_trial(
         holder="agent:w2", token="b", now=30_500, ttl_ms=1000, policy=POLICY
     )
-    # Another worker's result decides nothing; the holder's does.
-    breaker.apply(event_id="x", worker="w2", outcome=Outcome.SUCCESS, now=30_600, policy=POLICY)
+    # Another worker's result decides nothing, even flagged as a trial; the holder's trial does.
+    breaker.apply(
+        event_id="x", worker="w2", outcome=Outcome.SUCCESS, now=30_600, policy=POLICY, trial=True
+    )
     assert breaker.state is State.HALF_OPEN
     change = breaker.apply(
-        event_id="y", worker="w1", outcome=Outcome.SUCCESS, now=30_700, policy=POLICY
+        event_id="y", worker="w1", outcome=Outcome.SUCCESS, now=30_700, policy=POLICY, trial=True
     )
     assert change is not None and change.to_state is State.CLOSED
     assert change.cause["event_id"] == "y" and change.cause["worker"] == "w1"
+
+
+def test_only_the_holders_trial_call_under_a_live_lease_decides_the_half_open_window() -> None:
+    breaker = opened()
+    breaker.advance(now=30_000, policy=POLICY)
+    assert breaker.acquire_trial(
+        holder="agent:w1", token="a", now=30_000, ttl_ms=1000, policy=POLICY
+    )
+    # A late failure of a call w1 started before the trip is not the trial.
+    assert fail(breaker, "w1", now=30_100) is None
+    semantic = breaker.apply(
+        event_id="late-sem", worker="w1", outcome=Outcome.SEMANTIC, now=30_150, policy=POLICY
+    )
+    assert semantic is None and breaker.lease_holder == "agent:w1"  # the lease is kept
+    assert breaker.state is State.HALF_OPEN
+    change = fail(breaker, "w1", now=30_200, trial=True)
+    assert change is not None and change.to_state is State.OPEN
+    assert change.kind is CauseKind.TRIAL
+
+
+def test_a_trial_reported_after_its_lease_expired_decides_nothing() -> None:
+    breaker = opened()
+    breaker.advance(now=30_000, policy=POLICY)
+    breaker.acquire_trial(holder="agent:w1", token="a", now=30_000, ttl_ms=1000, policy=POLICY)
+    assert fail(breaker, "w1", now=31_001, trial=True) is None
+    assert breaker.state is State.HALF_OPEN
+    # The next caller gets the lease; its trial, on time, decides.
+    assert breaker.acquire_trial(
+        holder="agent:w2", token="b", now=31_002, ttl_ms=1000, policy=POLICY
+    )
+    assert fail(breaker, "w2", now=32_002, trial=True) is not None  # live up to lease_until
 
 
 def test_an_expired_lease_goes_to_the_next_caller() -> None:
@@ -150,7 +195,7 @@ def test_a_failed_trial_reopens_with_a_cooldown_that_backs_off_up_to_the_cap() -
         now = breaker.open_until
         breaker.advance(now=now, policy=POLICY)
         breaker.acquire_trial(holder="agent:w1", token="t", now=now, ttl_ms=1000, policy=POLICY)
-        change = fail(breaker, "w1", now=now)
+        change = fail(breaker, "w1", now=now, trial=True)
         assert change is not None and change.to_state is State.OPEN
         cooldowns.append(breaker.cooldown_ms)
     assert cooldowns == [60_000, 100_000, 100_000, 100_000]

@@ -121,9 +121,15 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
                 continue  # ingest refuses an id twice in one batch
             batch_ids.add(event_id)
             worker, outcome = data.draw(WORKERS, "worker"), data.draw(OUTCOMES, "outcome")
-            events.append(OutcomeEvent(event_id, worker, outcome.value))
+            trial = data.draw(st.booleans(), "trial")
+            events.append(OutcomeEvent(event_id, worker, outcome.value, trial))
             change = self.model.apply(
-                event_id=event_id, worker=worker, outcome=outcome, now=self.now, policy=self.policy
+                event_id=event_id,
+                worker=worker,
+                outcome=outcome,
+                now=self.now,
+                policy=self.policy,
+                trial=trial,
             )
             if change is not None:
                 expected.append(change)
@@ -174,16 +180,22 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
             self.probe_tokens.append(grant.token)
 
     @precondition(lambda self: self.model.lease_holder.startswith(AGENT_HOLDER_PREFIX))
-    @rule(outcome=OUTCOMES)
-    def trial_holder_reports(self, outcome: Outcome) -> None:
+    @rule(outcome=OUTCOMES, trial=st.booleans())
+    def trial_holder_reports(self, outcome: Outcome, trial: bool) -> None:
+        # The holder's trial call, or (trial=False) a late result of a call it started before.
         worker = self.model.lease_holder.removeprefix(AGENT_HOLDER_PREFIX)
         event_id = f"e{len(self.event_ids)}"
         self.event_ids.append(event_id)
         change = self.model.apply(
-            event_id=event_id, worker=worker, outcome=outcome, now=self.now, policy=self.policy
+            event_id=event_id,
+            worker=worker,
+            outcome=outcome,
+            now=self.now,
+            policy=self.policy,
+            trial=trial,
         )
         result = self.store.apply(
-            self.tool, [OutcomeEvent(event_id, worker, outcome.value)], now=self.now
+            self.tool, [OutcomeEvent(event_id, worker, outcome.value, trial)], now=self.now
         )
         assert _comparable(_unwrap(result.transitions)) == _comparable([change] if change else [])
 

@@ -1,5 +1,5 @@
 -- Applies accepted tool.call outcomes of one tool, in order, once each.
--- ARGV[7] dedupe TTL (ms); ARGV[8..] triplets (event id, worker id, outcome);
+-- ARGV[7] dedupe TTL (ms); ARGV[8..] quadruplets (event id, worker id, outcome, trial '1'/'0');
 -- KEYS[3 + i] the dedupe key of the i-th event (same hash tag).
 -- Returns {"missing": true} when the tool has no state here (new tool, or Redis lost its data):
 -- the caller restores it from the database and calls again, so nothing is re-admitted silently.
@@ -66,14 +66,18 @@ local function agent_trial(event_id, worker, outcome)
   transitions[#transitions + 1] = decide(st, outcome == 'success', 'call', policy, cause)
 end
 
-for i = 0, (#ARGV - 7) / 3 - 1 do
-  local event_id, worker, outcome = ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i]
+for i = 0, (#ARGV - 7) / 4 - 1 do
+  local event_id, worker, outcome = ARGV[8 + 4 * i], ARGV[9 + 4 * i], ARGV[10 + 4 * i]
+  local trial = ARGV[11 + 4 * i] == '1'
   if redis.call('SET', KEYS[4 + i], '1', 'NX', 'PX', ttl) then
     applied = applied + 1
     changed = true
     if st.auto == 'closed' then
       count(event_id, worker, outcome)
-    elseif st.auto == 'half_open' and str(st, 'lh') == AGENT_PREFIX .. worker then
+    elseif st.auto == 'half_open' and trial and str(st, 'lh') == AGENT_PREFIX .. worker
+        and NOW <= num(st, 'lu', 0) then
+      -- Only the call made under the live lease decides; the holder's late results of calls
+      -- started before the trip, and a trial reported after the lease ran out, do not.
       agent_trial(event_id, worker, outcome)
     end
   else

@@ -1,0 +1,77 @@
+"""Read-side queries over what runs reported, shared by alerts and the dashboard.
+
+"Runs affected by a tool during a window" is asked by the Slack alerts, the incident page and the
+incident charts; it lives here once so the three cannot drift apart. Every window is half-open,
+[start, end): a row stamped exactly at ``end`` belongs to the next window, so an incident and the
+equally long window before it never count the same row twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from runs.models import BreakerState, ModelCall, Outcome, ReportedTransition, Run, ToolCall
+
+__all__ = ["IncidentMeasures", "incident_measures", "runs_affected"]
+
+
+def runs_affected(*, tool: str, start: datetime, end: datetime) -> QuerySet[Run]:
+    """Runs that called ``tool`` or had it removed (a per-run open transition, any scope)
+    in [start, end)."""
+    called = ToolCall.objects.filter(tool=tool, ts__gte=start, ts__lt=end).values("run_id")
+    removed = ReportedTransition.objects.filter(
+        tool=tool, state=BreakerState.OPEN, run__isnull=False, ts__gte=start, ts__lt=end
+    ).values("run_id")
+    return Run.objects.filter(Q(pk__in=called) | Q(pk__in=removed))
+
+
+@dataclass(frozen=True)
+class IncidentMeasures:
+    """What happened around one tool in one window of time, [start, end)."""
+
+    start: datetime
+    end: datetime
+    runs: int
+    degraded_runs: int
+    model_calls: int
+    model_spend_usd: Decimal
+    tool_calls: int
+    vendor_calls: int  # calls that reached the vendor (not refused by a breaker)
+    vendor_attempts: int
+    failures: int  # retryable
+    blocked: int
+
+
+def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentMeasures:
+    """Three aggregate queries over [start, end): the affected runs, their model calls (in the
+    window) and the tool's calls."""
+    affected = runs_affected(tool=tool, start=start, end=end)
+    runs = affected.aggregate(n=Count("id"), degraded=Count("id", filter=Q(degraded=True)))
+    model = ModelCall.objects.filter(
+        ts__gte=start, ts__lt=end, run_id__in=affected.values("pk")
+    ).aggregate(n=Count("id"), spend=Sum("cost_usd"))
+    reached = ~Q(outcome=Outcome.BLOCKED)
+    calls = ToolCall.objects.filter(tool=tool, ts__gte=start, ts__lt=end).aggregate(
+        n=Count("id"),
+        vendor=Count("id", filter=reached),
+        attempts=Sum("attempts", filter=reached),
+        failures=Count("id", filter=Q(outcome=Outcome.RETRYABLE)),
+        blocked=Count("id", filter=Q(outcome=Outcome.BLOCKED)),
+    )
+    return IncidentMeasures(
+        start=start,
+        end=end,
+        runs=runs["n"],
+        degraded_runs=runs["degraded"],
+        model_calls=model["n"],
+        model_spend_usd=model["spend"] or Decimal(0),
+        tool_calls=calls["n"],
+        vendor_calls=calls["vendor"],
+        vendor_attempts=calls["attempts"] or 0,
+        failures=calls["failures"],
+        blocked=calls["blocked"],
+    )

@@ -21,6 +21,7 @@ import redis
 from breakers.models import FleetTransition, Tool
 from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane, Run
+from breakers.services import fleet_state as rebuild_if_lost
 from breakers.services import fleet_tick, tool_policy_update
 from runs.models import AgentToken
 from tests.processes import WebServerProcess
@@ -73,6 +74,9 @@ def db_state() -> str:
 def planes(
     web_server: WebServerProcess, transactional_db: None, fleet_redis: redis.Redis
 ) -> Iterator[tuple[ControlPlane, ControlPlane]]:
+    # Rebuild the (emptied) fleet store now: otherwise the planes' first polls make the web
+    # server rebuild it while the test writes the tool's policy, and the policy can be lost.
+    rebuild_if_lost()
     token = AgentToken.issue(name="agents")[1]
     options: dict[str, Any] = {
         "token": token,

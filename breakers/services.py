@@ -642,6 +642,9 @@ def tool_policy_update(
         policy.full_clean()  # ValidationError names each bad field
         policy.save()
         fleet_policy_sync(tool=tool, policy=policy)
+        # Once more after the commit: a rebuild of Redis running meanwhile read the database
+        # without this (uncommitted) policy and may have written the tool back without it.
+        transaction.on_commit(lambda: fleet_policy_sync(tool=tool, policy=policy))
     return policy
 
 

@@ -181,6 +181,7 @@ def replay_mode(
             # compressed replay would hide what the agents did from the fleet for minutes.
             flush_interval=max(0.05, 5.0 / speed),
             fleet_poll_interval=max(0.05, 5.0 / speed),
+            trial_retry_interval=max(0.05, 5.0 / speed),
         )
         for i in range(scenario.workers)
     ]

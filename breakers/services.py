@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
@@ -132,6 +132,8 @@ class FleetCall(Protocol):
     def outcome(self) -> str: ...
     @property
     def trial(self) -> bool: ...
+    @property
+    def ts(self) -> datetime: ...
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -297,11 +299,15 @@ def fleet_record_tool_calls(
     recognised by Redis itself, so a batch whose database transaction failed after this ran is
     not counted twice when it comes back.
     """
+    fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
+    stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
     by_tool: dict[str, list[OutcomeEvent]] = {}
-    for call in calls:
-        if call.outcome in _FLEET_OUTCOMES:
-            event = OutcomeEvent(call.event_id, call.worker_id, call.outcome, call.trial)
-            by_tool.setdefault(call.tool, []).append(event)
+    for call in fleet_calls:
+        cutoff = stale_before.get(call.tool)
+        if cutoff is not None and call.ts < cutoff:
+            continue  # it happened before the breaker's last change: it must not undo it
+        event = OutcomeEvent(call.event_id, call.worker_id, call.outcome, call.trial)
+        by_tool.setdefault(call.tool, []).append(event)
     if not by_tool:
         return []
     store, ms = fleet_store(), _now_ms(now)
@@ -310,6 +316,24 @@ def fleet_record_tool_calls(
         result = _with_restore(tool, partial(store.apply, tool, events, now=ms))
         rows += _persist(tool, result.transitions)
     return rows
+
+
+def _stale_before(*, tool_names: set[str]) -> dict[str, datetime]:
+    """Per tool, the time before which an outcome is stale: its last transition, less a margin
+    for agents' clock skew.
+
+    Outcomes arrive in arrival order, not in the order they happened: a client that backed off
+    can deliver failures from an outage after a trial call has closed the breaker, and those
+    would re-open a healthy tool. Applied after an open they change nothing anyway (late
+    outcomes while open are ignored), so one rule covers every state.
+    """
+    if not tool_names:
+        return {}
+    margin = timedelta(seconds=settings.BREAKER_STALE_OUTCOME_SECONDS)
+    rows = Tool.objects.filter(name__in=tool_names, since__isnull=False).values_list(
+        "name", "since"
+    )
+    return {name: since - margin for name, since in rows if since is not None}
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,6 +141,9 @@ BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
 BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
 BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
+# An outcome that happened this long before a tool's last transition is stale and ignored by the
+# fleet breaker (a margin for agents' clock skew; see breakers.services._stale_before).
+BREAKER_STALE_OUTCOME_SECONDS = envfloat("BREAKER_STALE_OUTCOME_SECONDS", 2.0)
 # Longer than one exhausted call (31 s in the outage we design for), so a trial can finish.
 BREAKER_TRIAL_LEASE_SECONDS = envfloat("BREAKER_TRIAL_LEASE_SECONDS", 120.0)
 # How long Redis remembers an applied event id: longer than any client keeps resending a batch.

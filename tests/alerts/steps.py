@@ -21,6 +21,9 @@ T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
 COOLDOWN = timedelta(seconds=30)  # settings.BREAKER_COOLDOWN_SECONDS
 _ids = itertools.count(1)
 
+# Synthetic calls say nothing about when they happened: never older than a transition.
+NEVER_STALE = datetime.max.replace(tzinfo=UTC)
+
 
 @dataclass(frozen=True)
 class Call:
@@ -29,6 +32,7 @@ class Call:
     worker_id: str
     outcome: str
     trial: bool = False  # FleetCall.trial (a half-open trial call)
+    ts: datetime = NEVER_STALE  # when it happened: these tests drive time through ``now``
 
 
 def at(seconds: float) -> datetime:

@@ -101,6 +101,7 @@ def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report
         *outcomes: str,
         events: list[Any] | None = None,
         trial: bool = False,
+        ts: str | None = None,
     ) -> Any:
         run_id = f"r-{next(_ids)}"
         batch = (
@@ -108,7 +109,10 @@ def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report
             if events is not None
             else [
                 run_started(run_id),
-                *(tool_call(run_id, tool, outcome, trial=trial) for outcome in outcomes),
+                *(
+                    tool_call(run_id, tool, outcome, trial=trial, **({"ts": ts} if ts else {}))
+                    for outcome in outcomes
+                ),
             ]
         )
         response = client.post(

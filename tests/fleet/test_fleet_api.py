@@ -9,9 +9,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Tool
-from breakers.services import fleet_tick
-from tests.fleet.conftest import Report
+from breakers.services import fleet_operator_action, fleet_tick
+from runs.models import AgentToken
+from tests.fleet.conftest import Report, iso
 
 pytestmark = pytest.mark.django_db
 FLEET = "/api/v1/fleet"
@@ -93,8 +95,34 @@ def test_one_worker_gets_the_trial_lease_and_its_call_decides(
     assert Tool.objects.get(name="web_search").state == "half_open"
     report("w3", "web_search", "retryable")  # the holder's late call, not the trial
     assert Tool.objects.get(name="web_search").state == "half_open"
-    reply = report("w3", "web_search", "success", trial=True)
+    # The trial call happens after the half-open transition (ticked 31 s ahead): an outcome that
+    # happened before the breaker's last change is stale and ignored.
+    after_half_open = iso(timezone.now() + timedelta(seconds=32))
+    reply = report("w3", "web_search", "success", trial=True, ts=after_half_open)
     assert reply["fleet"]["tools"]["web_search"]["state"] == "closed"
+
+
+def test_an_outcome_from_before_the_last_transition_is_stale(
+    client: Client, agent_token: str, report: Report
+) -> None:
+    open_breaker(report)
+    tool = Tool.objects.get(name="web_search")
+    operator = AgentToken.issue(name="ops", is_operator=True)[0]
+    fleet_operator_action(
+        tool_name="web_search", action=OperatorActionKind.RESET, reason="recovered", token=operator
+    )
+    closed_at = Tool.objects.get(name="web_search").since
+    assert closed_at is not None and tool.state == "open"
+    # Failures that happened during the outage but arrive after the close change nothing...
+    before = iso(closed_at - timedelta(seconds=10))
+    for worker in ("w1", "w2", "w1", "w2", "w1"):
+        report(worker, "web_search", "retryable", ts=before)
+    assert Tool.objects.get(name="web_search").state == "closed"
+    # ...while fresh ones still open it.
+    fresh = iso(closed_at + timedelta(seconds=1))
+    for worker in ("w1", "w2", "w1", "w2", "w1"):
+        report(worker, "web_search", "retryable", ts=fresh)
+    assert Tool.objects.get(name="web_search").state == "open"
 
 
 def test_a_trial_of_an_unknown_tool_is_404(client: Client, agent_token: str) -> None:

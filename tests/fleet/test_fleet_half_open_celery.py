@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -23,6 +24,9 @@ from tests.vendor_server import VendorServer
 
 pytestmark = pytest.mark.celery
 
+# Synthetic calls say nothing about when they happened: never older than a transition.
+NEVER_STALE = datetime.max.replace(tzinfo=UTC)
+
 
 @dataclass(frozen=True)
 class Call:
@@ -30,7 +34,8 @@ class Call:
     tool: str
     worker_id: str
     outcome: str
-    trial: bool = False
+    trial: bool = False  # FleetCall.trial (a half-open trial call)
+    ts: datetime = NEVER_STALE  # when it happened: these tests drive time through ``now``
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:

@@ -13,6 +13,7 @@ import redis
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.http import parse_etags
 from ninja import Field, Router, Schema, Status
 from ninja.errors import AuthorizationError, HttpError
 from ninja.security import APIKeyCookie
@@ -97,17 +98,13 @@ class FleetOut(FleetState):
 )
 def get_fleet(request: HttpRequest) -> HttpResponse:
     view = services.fleet_state()
-    if view.etag in _etags(request.headers.get("If-None-Match", "")):
+    if view.etag in parse_etags(request.headers.get("If-None-Match", "")):
         response = HttpResponse(status=304)
     else:
         response = JsonResponse(view.as_json())
     response["ETag"] = view.etag
     response["Cache-Control"] = "no-cache"
     return response
-
-
-def _etags(header: str) -> set[str]:
-    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}
 
 
 class TrialIn(Schema):

@@ -19,6 +19,7 @@ from django.http import Http404, HttpResponse, HttpResponseBase, HttpResponseRed
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRefresh, trigger_client_event
 
@@ -79,7 +80,7 @@ def board(request: HtmxHttpRequest) -> HttpResponse:
     snapshot = fleet_board(filters=filters)
     polling = bool(request.htmx) and not request.htmx.history_restore_request
     etag = board_etag(snapshot, filters=filters, variant="operator" if operator else "viewer")
-    if polling and valid and etag in _etags(request.headers.get("If-None-Match", "")):
+    if polling and valid and etag in parse_etags(request.headers.get("If-None-Match", "")):
         # Nothing the board shows has changed: no rendering, an empty answer, htmx keeps it.
         response = HttpResponse(status=304)
     else:
@@ -108,10 +109,6 @@ def _board_url(filters: BoardFilters) -> str:
     """The board with these filters: what the live region polls."""
     query = urlencode({k: v for k, v in (("q", filters.q), ("state", filters.state)) if v})
     return reverse("dashboard:board") + (f"?{query}" if query else "")
-
-
-def _etags(header: str) -> set[str]:
-    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}
 
 
 # -- tools ----------------------------------------------------------------------------------

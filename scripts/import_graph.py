@@ -1,0 +1,198 @@
+"""Measure and check the direction of imports between the layers (see docs/decisions.md, issue 11).
+
+`python scripts/import_graph.py` prints the figures; `--check` exits 1 on any import against the
+layers or any runtime import cycle (run by `make lint`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("breakers", "runs", "controlplane", "dashboard")
+# Bottom first: a module may import from its own layer and the layers below it, never above.
+LAYERS = (
+    ("sdk", ("breakers.sdk",)),
+    ("runs", ("runs",)),
+    ("breakers", ("breakers",)),
+    ("ui", ("controlplane.ui", "dashboard")),
+    ("controlplane", ("controlplane",)),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the most specific prefix that owns `module`."""
+    best, best_len = -1, -1
+    for index, (_name, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = index, len(prefix)
+    return best
+
+
+def module_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        base = ROOT / package
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                yield from _imports_in(child, True)
+            for child in node.orelse:
+                yield from _imports_in(child, type_only)
+        else:
+            yield from _imports_in(node, type_only)
+
+
+def _imports_in(node: ast.AST, type_only: bool) -> Iterator[tuple[ast.stmt, bool]]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield node, type_only
+    else:
+        yield from _imports(node, type_only)
+
+
+def edges(modules: dict[str, Path]) -> dict[tuple[str, str], bool]:
+    """(importer, imported) -> True when every import of that pair is type-only."""
+    found: dict[tuple[str, str], bool] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), str(path))
+        for node, type_only in _imports(tree):
+            for target in _targets(node, name, is_package, modules):
+                if target == name or target.startswith(name + ".") and is_package:
+                    continue
+                key = (name, target)
+                found[key] = found.get(key, True) and type_only
+    return found
+
+
+def _targets(
+    node: ast.stmt, name: str, is_package: bool, modules: dict[str, Path]
+) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name in modules or alias.name.split(".")[0] in PACKAGES:
+                yield _known(alias.name, modules)
+        return
+    assert isinstance(node, ast.ImportFrom)
+    base = node.module or ""
+    if node.level:
+        parent = name.split(".") if is_package else name.split(".")[:-1]
+        parent = parent[: len(parent) - node.level + 1]
+        base = ".".join([*parent, base] if base else parent)
+    if base.split(".")[0] not in PACKAGES:
+        return
+    for alias in node.names:
+        candidate = f"{base}.{alias.name}"
+        yield candidate if candidate in modules else _known(base, modules)
+
+
+def _known(module: str, modules: dict[str, Path]) -> str:
+    while module and module not in modules:
+        module = module.rpartition(".")[0]
+    return module
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def report() -> tuple[list[str], list[list[str]]]:
+    modules = module_files()
+    found = edges(modules)
+    runtime: dict[str, set[str]] = defaultdict(set)
+    every: dict[str, set[str]] = defaultdict(set)
+    upward: list[str] = []
+    for (source, target), type_only in sorted(found.items()):
+        every[source].add(target)
+        if not type_only:
+            runtime[source].add(target)
+        if layer_of(target) > layer_of(source):
+            kind = " (type-only)" if type_only else ""
+            upward.append(f"{source} -> {target}{kind}")
+    runtime_cycles = cycles(runtime)
+    type_cycles = [c for c in cycles(every) if c not in runtime_cycles]
+    largest = max(modules.items(), key=lambda item: len(item[1].read_text().splitlines()))
+    print(f"modules: {len(modules)}, import edges: {len(found)}")
+    print(f"imports against the layers ({' < '.join(n for n, _ in LAYERS)}): {len(upward)}")
+    for line in upward:
+        print(f"  {line}")
+    print(f"runtime import cycles: {len(runtime_cycles)}")
+    for cycle in runtime_cycles:
+        print(f"  {' <-> '.join(cycle)}")
+    print(f"cycles only through TYPE_CHECKING imports: {len(type_cycles)}")
+    for cycle in type_cycles:
+        print(f"  {' <-> '.join(cycle)}")
+    lines = len(largest[1].read_text().splitlines())
+    print(f"largest module: {largest[1].relative_to(ROOT)} ({lines} lines)")
+    return upward, runtime_cycles
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail on upward imports or cycles")
+    args = parser.parse_args()
+    upward, runtime_cycles = report()
+    if args.check and (upward or runtime_cycles):
+        print("import check failed: see docs/decisions.md (issue 11) for the layers")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

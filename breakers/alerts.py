@@ -51,6 +51,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache, partial
 from typing import Any, Literal
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
@@ -114,6 +115,7 @@ MAX_ERROR_CHARS = 2000
 # The code SlackTransport gives a 429 (breakers/transports/slack.py).
 RATE_LIMITED = "rate_limited"
 SWEEP_BATCH = 500
+DELIVER_ALERT_TASK = "breakers.deliver_alert"
 
 Clock = Callable[[], datetime]
 
@@ -243,8 +245,8 @@ def enqueue_on_commit(alert_ids: Sequence[int]) -> None:
 
 
 def _enqueue(alert_ids: Iterable[int]) -> None:
-    from breakers.tasks import deliver_alert  # tasks import the services that import this
-
+    # By name, from Celery's registry: breakers.tasks sits above this module (it imports it).
+    deliver_alert = current_app.tasks[DELIVER_ALERT_TASK]
     for alert_id in alert_ids:
         deliver_alert.delay(alert_id)
 

@@ -6,6 +6,7 @@ Thin handlers around ``breakers.services``. Operator actions take an operator to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +23,10 @@ from ninja.utils import check_csrf
 from breakers import services
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import OperatorAction, ProbeKind, ProbeMethod, ms_to_datetime
-from controlplane.api import AgentAuth, OperatorAuth, api, service_unavailable
-from dashboard.permissions import is_operator
+from breakers.permissions import is_operator
+from runs.auth import AgentAuth, OperatorAuth
 from runs.models import AgentToken
+from runs.replies import service_unavailable
 from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
 from runs.services import TokenMismatch, check_bound_worker, fleet_identity
 
@@ -59,7 +61,6 @@ class OperatorSessionAuth(APIKeyCookie):
 OPERATOR = [OperatorAuth(), OperatorSessionAuth()]
 
 
-@api.exception_handler(redis.RedisError)
 def _fleet_unavailable(request: HttpRequest, exc: redis.RedisError) -> HttpResponse:
     # Inside ingest's transaction the batch is rolled back; after it (the reply's fleet state)
     # the batch is kept. Either way resending it is safe: it is applied once.
@@ -76,10 +77,16 @@ _ERROR_STATUS: dict[type[services.FleetError], int] = {
 }
 
 
-@api.exception_handler(services.FleetError)
 def _fleet_error(request: HttpRequest, exc: services.FleetError) -> HttpResponse:
     status = _ERROR_STATUS.get(type(exc), 400)
     return JsonResponse({"detail": str(exc)}, status=status)
+
+
+# Registered on the API by controlplane.api.
+EXCEPTION_HANDLERS: dict[type[Exception], Callable[[HttpRequest, Any], HttpResponse]] = {
+    redis.RedisError: _fleet_unavailable,
+    services.FleetError: _fleet_error,
+}
 
 
 class FleetToolOut(FleetTool):

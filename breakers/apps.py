@@ -9,3 +9,7 @@ class BreakersConfig(AppConfig):
 
     def ready(self) -> None:
         from breakers import checks  # noqa: F401 - registers the alert settings checks
+        from breakers.services import ingest_fleet_hooks
+        from runs.fleet_hooks import register_fleet_hooks
+
+        register_fleet_hooks(ingest_fleet_hooks())

@@ -12,18 +12,16 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from breakers.http import HttpError, http_request
 
-if TYPE_CHECKING:
-    from breakers.models import ToolPolicy
-
 __all__ = [
     "ProbeResult",
+    "ProbeSpec",
     "probe_callable_allowed",
     "run_callable_probe",
     "run_http_probe",
@@ -41,7 +39,18 @@ class ProbeResult:
     error: str = ""
 
 
-def run_probe(policy: ToolPolicy) -> ProbeResult:
+class ProbeSpec(Protocol):
+    """What a probe needs of a tool's policy (``breakers.models.ToolPolicy`` has it)."""
+
+    probe_kind: str
+    probe_url: str
+    probe_method: str
+    probe_expected_status: int
+    probe_timeout_seconds: float
+    probe_callable: str
+
+
+def run_probe(policy: ProbeSpec) -> ProbeResult:
     if policy.probe_kind == "http":
         return run_http_probe(
             url=policy.probe_url,

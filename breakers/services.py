@@ -59,6 +59,7 @@ from breakers.models import (
 )
 from breakers.probes import run_probe
 from breakers.sdk.core import State
+from runs.fleet_hooks import FleetHooks
 from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
 
@@ -735,3 +736,14 @@ def fleet_tool_details(*, tool_name: str) -> dict[str, Any]:
             "trial": effective.trial.value,
         },
     }
+
+
+def ingest_fleet_hooks() -> FleetHooks:
+    """What ingest calls after its commit (registered in ``BreakersConfig.ready()``)."""
+    return FleetHooks(
+        ready=lambda: fleet_store().ping(),
+        record_tool_calls=lambda calls: fleet_record_tool_calls(calls=calls),
+        state=lambda: fleet_state().as_json(),
+        state_from_database=lambda: fleet_state_from_database().as_json(),
+        store_errors=FLEET_STORE_ERRORS,
+    )

@@ -25,6 +25,7 @@ from django_htmx.http import HttpResponseClientRefresh, trigger_client_event
 
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import AlertState, Incident, OperatorAction, Tool
+from breakers.permissions import is_operator, operator_required
 from breakers.services import (
     FleetInputError,
     NotForcedError,
@@ -54,7 +55,6 @@ from dashboard.forms import (
 )
 from dashboard.http import HtmxHttpRequest, render_page
 from dashboard.incidents import IncidentFilters, incident_page, incidents_page
-from dashboard.permissions import is_operator, operator_required
 from dashboard.queries import AuditFilters, RunFilters, audit_page, run_timeline, runs_page
 from dashboard.tool_page import tool_page
 from runs.models import Run

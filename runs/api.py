@@ -6,7 +6,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router
 
-from controlplane.api import AgentAuth, service_unavailable
+from runs.auth import AgentAuth
+from runs.replies import service_unavailable
 from runs.schemas import ErrorReply, IngestReply, event_batch_openapi
 from runs.services import BatchRefused, IngestConflict, ingest_batch, parse_batch
 

@@ -28,13 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from breakers.services import (
-    FLEET_STORE_ERRORS,
-    fleet_record_tool_calls,
-    fleet_state,
-    fleet_state_from_database,
-    fleet_store,
-)
+from runs.fleet_hooks import AcceptedToolCall, fleet_hooks
 from runs.models import AgentToken, FleetBacklog, Outcome
 from runs.schemas import (
     EVENT_MODELS,
@@ -111,22 +105,6 @@ class Rejection:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class AcceptedToolCall:
-    """A new (non-duplicate) ``tool.call`` event, as handed to the fleet hook."""
-
-    event_id: str
-    ts: datetime
-    worker_id: str
-    run_id: str
-    tool: str
-    outcome: str
-    attempts: int
-    error: str
-    trial: bool = False  # the one call made under a fleet trial lease (set by the SDK)
-    dedupe_id: str = ""  # unique across workers and tokens (the ledger key); event_id if empty
-
-
 @dataclass(slots=True)
 class IngestResult:
     accepted: int
@@ -146,14 +124,14 @@ class IngestResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# FLEET HOOKS — issue 4 (fleet scope) fills these two functions; keep their signatures.
+# The fleet, through the hooks it registers (runs.fleet_hooks)
 # ---------------------------------------------------------------------------------------------
 
 
 def fleet_ready() -> None:
     """FLEET HOOK 0: raise (the API answers 503, nothing written) while the fleet store is
     unreachable, so that a batch with tool calls is not committed without reaching it."""
-    fleet_store().ping()
+    fleet_hooks().ready()
 
 
 def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
@@ -166,9 +144,10 @@ def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
     """
     if not tool_calls:
         return
+    hooks = fleet_hooks()
     try:
-        fleet_record_tool_calls(calls=tool_calls)
-    except FLEET_STORE_ERRORS:
+        hooks.record_tool_calls(tool_calls)
+    except hooks.store_errors:
         logger.warning("fleet store failed after commit; %d tool calls wait", len(tool_calls))
         FleetBacklog.objects.create(calls=[backlog_item(call) for call in tool_calls])
 
@@ -186,10 +165,11 @@ def fleet_state_for_reply() -> dict[str, Any]:
     ``GET /api/v1/fleet``: ``{"version": int, "tools": {name: {"state", "since", "reason",
     "forced"}}}``. After a commit the reply must not fail: without Redis it is the state the
     database mirrors."""
+    hooks = fleet_hooks()
     try:
-        return fleet_state().as_json()
-    except FLEET_STORE_ERRORS:
-        return fleet_state_from_database().as_json()
+        return hooks.state()
+    except hooks.store_errors:
+        return hooks.state_from_database()
 
 
 # ---------------------------------------------------------------------------------------------

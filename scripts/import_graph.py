@@ -83,7 +83,7 @@ def edges(modules: dict[str, Path]) -> dict[tuple[str, str], bool]:
         tree = ast.parse(path.read_text(), str(path))
         for node, type_only in _imports(tree):
             for target in _targets(node, name, is_package, modules):
-                if target == name or target.startswith(name + ".") and is_package:
+                if target == name or (target.startswith(name + ".") and is_package):
                     continue
                 key = (name, target)
                 found[key] = found.get(key, True) and type_only

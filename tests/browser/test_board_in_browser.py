@@ -21,8 +21,8 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, Response, expect
 
 from breakers.models import OperatorAction, Tool
+from breakers.permissions import operators_group
 from breakers.services import fleet_store, fleet_tool_details
-from dashboard.permissions import operators_group
 from runs.models import AgentToken
 from tests.browser.conftest import PageWatch
 from tests.dashboard.factories import HOSTILE_NAME, HOSTILE_SCRIPT

@@ -26,8 +26,8 @@ from playwright.sync_api import Page, expect
 
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Incident, Tool
+from breakers.permissions import operators_group
 from breakers.services import fleet_operator_action, fleet_store, fleet_tick
-from dashboard.permissions import operators_group
 from runs.models import Run, Worker
 from tests.browser.conftest import SCREENSHOTS_DIR
 from tests.dashboard.factories import (

@@ -18,9 +18,9 @@ from django.db import connection
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
+from breakers.outage_replay import replay_token, simulate_modes
 from breakers.services import fleet_state, fleet_tick
 from runs.models import OutageReplay, Run, RunStatus
-from runs.simulation.outage import replay_token, simulate_modes
 from runs.simulation.scenario import Scenario
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.simulation.outage import (
+from breakers.outage_replay import (
     ReplayError,
     check_control_plane,
     format_table,

@@ -11,7 +11,10 @@ def create_operators_group(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("auth", "0012_alter_user_first_name_max_length")]
+    dependencies = [
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("breakers", "0002_alerts"),
+    ]
 
     # Reversing leaves the group in place: deleting it would silently drop every membership.
     operations = [migrations.RunPython(create_operators_group, migrations.RunPython.noop)]

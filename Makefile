@@ -35,7 +35,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy breakers runs controlplane dashboard
+	$(BIN)/mypy breakers runs controlplane
 
 bench: venv services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) bench/run_all.sh

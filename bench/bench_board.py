@@ -235,7 +235,7 @@ def measure(args: argparse.Namespace) -> tuple[float, list[Timing]]:
     from django.db import connection
     from django.test import Client
 
-    from dashboard.board import BoardFilters, fleet_board
+    from controlplane.dashboard.board import BoardFilters, fleet_board
 
     client = Client()
     client.force_login(User.objects.get(username="bench"))

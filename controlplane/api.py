@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
 from breakers import api as fleet_api
@@ -20,7 +24,10 @@ api = NinjaAPI(
 )
 api.add_router("", ingest_api.router)
 api.add_router("", fleet_api.router)
-for _error in (OperationalError, InterfaceError):
-    api.add_exception_handler(_error, database_unavailable)
-for _error, _handler in fleet_api.EXCEPTION_HANDLERS.items():
+_HANDLERS: dict[type[Exception], Callable[[HttpRequest, Any], HttpResponse]] = {
+    OperationalError: database_unavailable,
+    InterfaceError: database_unavailable,
+    **fleet_api.EXCEPTION_HANDLERS,
+}
+for _error, _handler in _HANDLERS.items():
     api.add_exception_handler(_error, _handler)

@@ -35,7 +35,7 @@ INSTALLED_APPS = [
     "ninja",  # serves the API docs page from local static files instead of a CDN
     "runs",
     "breakers",
-    "dashboard",
+    "controlplane.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -48,7 +48,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Every page needs a login except those marked login_not_required; /api/ uses tokens.
-    "dashboard.middleware.LoginRequiredMiddleware",
+    "controlplane.middleware.LoginRequiredMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -123,7 +123,7 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     # Serves the plotly.min.js that ships inside the plotly package as vendor/plotly.min.js.
-    "dashboard.staticfiles.PlotlyFinder",
+    "controlplane.staticfiles.PlotlyFinder",
 ]
 
 SESSION_COOKIE_SECURE = not DEBUG

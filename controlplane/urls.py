@@ -14,5 +14,5 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
-    path("", include("dashboard.urls")),
+    path("", include("controlplane.dashboard.urls")),
 ]

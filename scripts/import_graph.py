@@ -20,7 +20,7 @@ LAYERS = (
     ("sdk", ("breakers.sdk",)),
     ("runs", ("runs",)),
     ("breakers", ("breakers",)),
-    ("ui", ("controlplane.ui", "dashboard")),
+    ("ui", ("controlplane.dashboard", "dashboard")),
     ("controlplane", ("controlplane",)),
 )
 

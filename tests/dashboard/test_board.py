@@ -15,7 +15,7 @@ from pytest_django import DjangoAssertNumQueries
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Tool
 from breakers.services import fleet_operator_action, fleet_rebuild
-from dashboard.board import BoardFilters, fleet_board
+from controlplane.dashboard.board import BoardFilters, fleet_board
 from runs.models import RunStatus, Worker
 from tests.dashboard.factories import (
     HOSTILE_NAME,

@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from dashboard.charts import (
+from controlplane.dashboard.charts import (
     MET_CATEGORIES,
     MET_COLOURS,
     MET_FAILED_THROUGH,
@@ -22,7 +22,7 @@ from dashboard.charts import (
     met_scatter_figure,
     mode_comparison_figure,
 )
-from dashboard.economics import TIMES
+from controlplane.dashboard.economics import TIMES
 from tests.dashboard.factories import T0
 
 OPENED = T0

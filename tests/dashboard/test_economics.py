@@ -8,8 +8,13 @@ from datetime import timedelta
 import pytest
 from pytest_django import DjangoAssertNumQueries
 
-from dashboard.charts import MET_FAILED_THROUGH, MET_HEALTHY, MET_REFUSED_FAST, MET_TOOL_REMOVED
-from dashboard.economics import (
+from controlplane.dashboard.charts import (
+    MET_FAILED_THROUGH,
+    MET_HEALTHY,
+    MET_REFUSED_FAST,
+    MET_TOOL_REMOVED,
+)
+from controlplane.dashboard.economics import (
     TIMES,
     PeriodStats,
     classified_runs,

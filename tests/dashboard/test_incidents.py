@@ -14,7 +14,7 @@ from breakers.alerts import incident_cost
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Incident
 from breakers.services import fleet_operator_action
-from dashboard.incidents import incident_alerts, incident_page
+from controlplane.dashboard.incidents import incident_alerts, incident_page
 from runs.queries import incident_measures, runs_affected
 from tests.dashboard.factories import (
     HOSTILE_NAME,

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.template import Context, Template
 
-from dashboard.templatetags.panel import (
+from controlplane.dashboard.templatetags.panel import (
     TITLE_MAX_CHARS,
     agent_text,
     clock,

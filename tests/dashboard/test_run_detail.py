@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from pytest_django import DjangoAssertNumQueries
 
 from breakers.sdk import ToolBreaker, ToolFailure
-from dashboard import queries
+from controlplane.dashboard import queries
 from runs.models import Run
 from tests.dashboard.factories import (
     HOSTILE_NAME,

@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from pytest_django import DjangoAssertNumQueries
 
-from dashboard.queries import RUNS_PER_PAGE
+from controlplane.dashboard.queries import RUNS_PER_PAGE
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     HOSTILE_SCRIPT,

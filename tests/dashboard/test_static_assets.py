@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.templatetags.static import static
 from django.test import override_settings
 
-from dashboard.staticfiles import PLOTLY_STATIC_PATH
+from controlplane.staticfiles import PLOTLY_STATIC_PATH
 
 
 def test_plotly_is_found_as_a_vendor_static_file() -> None:
@@ -22,7 +22,7 @@ def test_plotly_is_found_as_a_vendor_static_file() -> None:
 
 
 def test_other_paths_are_not_found_by_the_plotly_finder() -> None:
-    from dashboard.staticfiles import PlotlyFinder
+    from controlplane.staticfiles import PlotlyFinder
 
     finder = PlotlyFinder()
     assert finder.find("vendor/plotly.js") is None

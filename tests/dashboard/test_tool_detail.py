@@ -11,7 +11,7 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from breakers.models import Tool
-from dashboard.tool_page import RECENT_CALLS
+from controlplane.dashboard.tool_page import RECENT_CALLS
 from runs.models import RunStatus, ToolCall, Worker
 from tests.dashboard.factories import (
     HOSTILE_NAME,

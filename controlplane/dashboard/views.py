@@ -1,7 +1,7 @@
 """Dashboard pages: thin function views over the read functions of this app and the fleet
 services of ``breakers.services``.
 
-Login is enforced for every page by ``dashboard.middleware.LoginRequiredMiddleware``; acting on a
+Login is enforced for every page by ``controlplane.middleware.LoginRequiredMiddleware``; acting on a
 breaker needs an operator (``operator_required``), whatever the page showed.
 """
 
@@ -33,8 +33,8 @@ from breakers.services import (
     fleet_operator_action,
     tool_policy_update,
 )
-from dashboard.alerts_page import alerts_page
-from dashboard.board import (
+from controlplane.dashboard.alerts_page import alerts_page
+from controlplane.dashboard.board import (
     ACTIVE_RUN_WINDOW,
     WORKER_LIVE_WINDOW,
     BoardFilters,
@@ -42,8 +42,8 @@ from dashboard.board import (
     board_etag,
     fleet_board,
 )
-from dashboard.economics import incident_charts, outages_page
-from dashboard.forms import (
+from controlplane.dashboard.economics import incident_charts, outages_page
+from controlplane.dashboard.forms import (
     ACTION_HELP,
     ACTION_LABELS,
     AuditFilterForm,
@@ -53,10 +53,16 @@ from dashboard.forms import (
     PolicyForm,
     RunFilterForm,
 )
-from dashboard.http import HtmxHttpRequest, render_page
-from dashboard.incidents import IncidentFilters, incident_page, incidents_page
-from dashboard.queries import AuditFilters, RunFilters, audit_page, run_timeline, runs_page
-from dashboard.tool_page import tool_page
+from controlplane.dashboard.http import HtmxHttpRequest, render_page
+from controlplane.dashboard.incidents import IncidentFilters, incident_page, incidents_page
+from controlplane.dashboard.queries import (
+    AuditFilters,
+    RunFilters,
+    audit_page,
+    run_timeline,
+    runs_page,
+)
+from controlplane.dashboard.tool_page import tool_page
 from runs.models import Run
 
 # The htmx event that makes the board poll at once (an operator just acted).

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
-from dashboard.queries import WindowPage, page_window
+from controlplane.dashboard.queries import WindowPage, page_window
 from runs.models import Outcome, Run, ToolCall
 from runs.queries import IncidentMeasures, incident_measures, runs_affected
 

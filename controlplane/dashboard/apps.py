@@ -4,5 +4,6 @@ from django.apps import AppConfig
 
 
 class DashboardConfig(AppConfig):
-    name = "dashboard"
+    name = "controlplane.dashboard"
+    label = "dashboard"
     verbose_name = "Dashboard"

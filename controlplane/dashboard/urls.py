@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard import views
+from controlplane.dashboard import views
 
 app_name = "dashboard"
 

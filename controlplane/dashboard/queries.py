@@ -15,7 +15,6 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from breakers.models import OperatorAction
-from dashboard.notice import REMOVING_STATES, NoticeReplay
 from runs.models import (
     ModelCall,
     ReportedTransition,
@@ -23,6 +22,7 @@ from runs.models import (
     Scope,
     ToolCall,
 )
+from runs.notice_replay import REMOVING_STATES, NoticeReplay
 
 RUNS_PER_PAGE = 50
 # A run has a step budget of ~20; these caps only bite for a runaway or hostile agent.
@@ -138,7 +138,7 @@ class RunTimeline:
     model_calls_shown: int
     tool_calls_shown: int
     transitions_shown: int
-    # The notice sent with the run's last model call (rebuilt, see dashboard.notice).
+    # The notice sent with the run's last model call (rebuilt, see runs.notice_replay).
     last_notice: str | None = None
     omitted: dict[str, int] = field(default_factory=dict)
 

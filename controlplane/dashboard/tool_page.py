@@ -26,7 +26,7 @@ from breakers.models import (
     effective_policy,
 )
 from breakers.services import UnknownToolError, fleet_tool_details
-from dashboard.board import ACTIVE_RUN_WINDOW, WORKER_LIVE_WINDOW, WORKER_OUT_STATES
+from controlplane.dashboard.board import ACTIVE_RUN_WINDOW, WORKER_LIVE_WINDOW, WORKER_OUT_STATES
 from runs.models import BreakerState, Outcome, ReportedTransition, RunStatus, Scope, ToolCall
 
 RECENT_CALLS = 25

@@ -52,8 +52,8 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from breakers.models import Incident
-from dashboard import charts
-from dashboard.charts import (
+from controlplane.dashboard import charts
+from controlplane.dashboard.charts import (
     MET_FAILED_THROUGH,
     MET_HEALTHY,
     MET_REFUSED_FAST,

@@ -9,7 +9,6 @@ in the same transaction as the ``Tool`` row that mirrors the state it leads to (
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -25,6 +24,7 @@ from breakers.fleet.rules import (
     OperatorActionKind,
     TrialMode,
 )
+from breakers.fleet.store import PolicyOverrides
 from breakers.probes import probe_callable_allowed
 from runs.models import AgentToken, BreakerState
 
@@ -157,15 +157,15 @@ class ToolPolicy(models.Model):
         """These overrides on top of the settings defaults (raises ValueError if inconsistent)."""
         return effective_policy(self)
 
-    def redis_fields(self) -> dict[str, Any]:
-        """The p_* fields of the tool's Redis hash; None leaves the settings default."""
-        return {
-            "p_threshold": self.threshold,
-            "p_min_workers": self.min_workers,
-            "p_cooldown": _ms_or_none(self.cooldown_seconds),
-            "p_max_cooldown": _ms_or_none(self.max_cooldown_seconds),
-            "p_trial": TrialMode.PROBE.value if self.probe_kind else None,
-        }
+    def overrides(self) -> PolicyOverrides:
+        """What the fleet store keeps of this policy; None leaves the settings default."""
+        return PolicyOverrides(
+            threshold=self.threshold,
+            min_workers=self.min_workers,
+            cooldown_ms=_ms_or_none(self.cooldown_seconds),
+            max_cooldown_ms=_ms_or_none(self.max_cooldown_seconds),
+            trial=TrialMode.PROBE if self.probe_kind else None,
+        )
 
 
 def default_policy() -> FleetPolicy:

@@ -32,6 +32,7 @@ from breakers.fleet.rules import (
     PROBE_HOLDER,
     CauseKind,
     FleetPolicy,
+    Forced,
     OperatorActionKind,
     Transition,
     TrialMode,
@@ -41,6 +42,7 @@ from breakers.fleet.store import (
     FleetStore,
     Missing,
     OutcomeEvent,
+    PolicyOverrides,
     ToolState,
     TrackedTransition,
     redis_client,
@@ -181,7 +183,7 @@ def _with_restore[T](tool: str, step: Callable[[], T]) -> T:
 
 def _restore_tool(name: str) -> None:
     tool, _ = Tool.objects.get_or_create(name=name)
-    fleet_store().restore(name, _saved_fields(tool))
+    fleet_store().restore(name, _saved_state(tool), _saved_policy(tool))
 
 
 def _policy_of(tool: Tool) -> ToolPolicy | None:
@@ -191,25 +193,24 @@ def _policy_of(tool: Tool) -> ToolPolicy | None:
         return None
 
 
-def _saved_fields(tool: Tool) -> dict[str, Any]:
-    """A tool's Redis hash as the database knows it: state, policy, no counters, no lease."""
+def _saved_state(tool: Tool) -> ToolState:
+    """A tool's state as the database knows it (no counters, no lease)."""
+    return ToolState(
+        auto=State(tool.auto_state),
+        forced=Forced(tool.forced),
+        cooldown_ms=tool.cooldown_ms,
+        open_until=datetime_to_ms(tool.open_until),
+        window=tool.window,
+        seq=tool.seq,
+        since=datetime_to_ms(tool.since),
+        auto_reason=tool.auto_reason,
+        forced_reason=tool.forced_reason,
+    )
+
+
+def _saved_policy(tool: Tool) -> PolicyOverrides | None:
     policy = _policy_of(tool)
-    return {
-        "seq": tool.seq,
-        "auto": tool.auto_state,
-        "forced": tool.forced,
-        "since": datetime_to_ms(tool.since),
-        "ar": tool.auto_reason,
-        "fr": tool.forced_reason,
-        "cooldown": tool.cooldown_ms,
-        "open_until": datetime_to_ms(tool.open_until),
-        "window": tool.window,
-        "consec": 0,
-        "lh": "",
-        "lt": "",
-        "lu": 0,
-        **(policy.redis_fields() if policy is not None else {}),
-    }
+    return policy.overrides() if policy is not None else None
 
 
 # -- recording transitions -------------------------------------------------------------------
@@ -395,22 +396,20 @@ def fleet_state() -> FleetView:
         generation, states = store.snapshot()
     tools: dict[str, dict[str, Any]] = {}
     version = 0
-    for name, fields in states.items():
-        forced = fields["forced"]
-        state = forced or fields["auto"] or "closed"
-        since = ms_to_datetime(int(fields["since"] or 0))
+    for name, tool in states.items():
+        since = ms_to_datetime(tool.since)
         entry: dict[str, Any] = {
-            "state": state,
+            "state": tool.state.value,
             "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
             if since
             else None,
-            "reason": fields["fr"] if forced else fields["ar"],
-            "forced": bool(forced),
+            "reason": tool.reason,
+            "forced": bool(tool.forced),
         }
-        if state == "half_open":
-            entry["trial"] = fields["p_trial"] or store.defaults.trial.value
+        if tool.state is State.HALF_OPEN:
+            entry["trial"] = tool.trial or store.defaults.trial.value
         tools[name] = entry
-        version += int(fields["seq"] or 0)
+        version += tool.seq
     return FleetView(version, generation or "", tools)
 
 
@@ -426,7 +425,7 @@ def fleet_rebuild() -> int:
     store = fleet_store()
     written = 0
     for tool in Tool.objects.select_related("policy").iterator(chunk_size=500):
-        written += store.restore(tool.name, _saved_fields(tool))
+        written += store.restore(tool.name, _saved_state(tool), _saved_policy(tool))
     store.start_generation()
     return written
 
@@ -447,19 +446,15 @@ def fleet_tick(*, now: datetime | None = None) -> list[ProbeOrder]:
         generation, states = store.snapshot()
     _reconcile(states, ms)  # first: a lost transition comes before the ones this tick makes
     orders = []
-    for name, fields in states.items():
-        trial = fields["p_trial"] or store.defaults.trial.value
-        if fields["auto"] == "open" and int(fields["open_until"] or 0) <= ms:
+    for name, tool in states.items():
+        trial = tool.trial or store.defaults.trial.value
+        if tool.auto is State.OPEN and tool.open_until <= ms:
             tracked, after, trial = _with_restore(name, partial(store.advance, name, now=ms))
             _persist(name, tracked)
             if after.auto == "half_open" and trial == TrialMode.PROBE:
                 orders.append(ProbeOrder(name, after.window))
-        elif (
-            fields["auto"] == "half_open"
-            and trial == TrialMode.PROBE
-            and int(fields["lu"] or 0) <= ms
-        ):
-            orders.append(ProbeOrder(name, int(fields["window"] or 0)))
+        elif tool.auto is State.HALF_OPEN and trial == TrialMode.PROBE and tool.lease_until <= ms:
+            orders.append(ProbeOrder(name, tool.window))
     _repair_incidents()
     return orders
 
@@ -469,7 +464,7 @@ def fleet_tick(*, now: datetime | None = None) -> list[ProbeOrder]:
 RECONCILE_AFTER_MS = 60_000
 
 
-def _reconcile(states: Mapping[str, Mapping[str, str]], now_ms: int) -> None:
+def _reconcile(states: Mapping[str, ToolState], now_ms: int) -> None:
     """Record the state of tools whose Redis transition never reached the database.
 
     The ingest hook applies outcomes to Redis inside the batch's transaction; if that
@@ -477,14 +472,13 @@ def _reconcile(states: Mapping[str, Mapping[str, str]], now_ms: int) -> None:
     has no row. Without this, a rebuild after a Redis data loss would bring back the older state.
     """
     persisted = dict(Tool.objects.values_list("name", "seq"))
-    for name, fields in states.items():
-        seq, changed_at = int(fields["seq"] or 0), int(fields["changed_at"] or 0)
+    for name, after in states.items():
+        seq, changed_at = after.seq, after.changed_at
         if seq <= persisted.get(name, 0) or not changed_at:
             continue
         if now_ms - changed_at < RECONCILE_AFTER_MS:
             continue  # its ingest transaction may still be committing it
         tool, _ = Tool.objects.get_or_create(name=name)
-        after = ToolState.from_hash(fields)
         change = Transition(
             seq=seq,
             at=changed_at,
@@ -707,27 +701,28 @@ def tool_policy_update(
 def fleet_policy_sync(*, tool: Tool, policy: ToolPolicy | None) -> None:
     """Push a tool's policy to Redis (the admin calls it after saving one)."""
     # A blank policy's fields are all None: every value back to the settings default.
-    fields = (policy or ToolPolicy(tool=tool)).redis_fields()
-    if not fleet_store().set_policy(tool.name, fields):
+    overrides = (policy or ToolPolicy(tool=tool)).overrides()
+    if not fleet_store().set_policy(tool.name, overrides):
         _restore_tool(tool.name)
 
 
 def fleet_tool_details(*, tool_name: str) -> dict[str, Any]:
     """One tool's live breaker for people: state, streak (count, workers, events), policy."""
     tool = _existing_tool(tool_name)
-    fields, workers, streak = fleet_store().details(tool.name)
+    live = fleet_store().details(tool.name)
     policy = _policy_of(tool)
     effective = policy.fleet_policy() if policy is not None else default_policy()
+    state = live.state or ToolState(auto=State.CLOSED, forced=Forced.NONE)
     return {
         "tool": tool.name,
-        "state": fields.get("forced") or fields.get("auto") or tool.state,
-        "consecutive": int(fields.get("consec") or 0),
-        "workers": workers,
-        "streak_events": streak,
-        "window": int(fields.get("window") or 0),
-        "cooldown_ms": int(fields.get("cooldown") or 0) or effective.cooldown_ms,
-        "open_until": ms_to_datetime(int(fields.get("open_until") or 0)),
-        "lease_holder": fields.get("lh", ""),
+        "state": state.state.value if live.state is not None else tool.state,
+        "consecutive": state.consecutive,
+        "workers": live.workers,
+        "streak_events": live.streak,
+        "window": state.window,
+        "cooldown_ms": state.cooldown_ms or effective.cooldown_ms,
+        "open_until": ms_to_datetime(state.open_until),
+        "lease_holder": state.lease_holder,
         "policy": {
             "threshold": effective.threshold,
             "min_workers": effective.min_workers,

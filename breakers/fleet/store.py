@@ -31,6 +31,7 @@ from breakers.fleet.rules import (
     Forced,
     OperatorActionKind,
     Transition,
+    TrialMode,
     effective_state,
 )
 from breakers.sdk.core import State
@@ -39,9 +40,12 @@ __all__ = [
     "AcquireResult",
     "ApplyResult",
     "FleetStore",
+    "LiveTool",
     "Missing",
     "OperateResult",
     "OutcomeEvent",
+    "PolicyOverrides",
+    "ToolDetails",
     "ToolState",
     "TrackedTransition",
     "redis_client",
@@ -50,7 +54,7 @@ __all__ = [
 _LUA = Path(__file__).with_name("lua")
 # What the snapshot reads of each tool: the agents' view plus what Celery's tick needs.
 _STATE_FIELDS = (
-    "seq",
+    "seq",  # first: its absence means the tool has no state here
     "auto",
     "forced",
     "since",
@@ -62,6 +66,8 @@ _STATE_FIELDS = (
     "lu",
     "changed_at",
     "cooldown",
+    "consec",
+    "lh",
 )
 
 
@@ -114,6 +120,8 @@ class ToolState:
     since: int = 0
     auto_reason: str = ""
     forced_reason: str = ""
+    trial: str = ""  # the tool's own trial mode; "" means the store's default
+    changed_at: int = 0  # when Redis last changed it (reconciling lost transitions)
 
     @property
     def state(self) -> State:
@@ -161,7 +169,27 @@ class ToolState:
             since=number("since"),
             auto_reason=fields.get("ar", ""),
             forced_reason=fields.get("fr", ""),
+            trial=fields.get("p_trial", ""),
+            changed_at=number("changed_at"),
         )
+
+    def saved_fields(self) -> dict[str, Any]:
+        """The hash fields ``restore`` writes: the state, no counters and no lease."""
+        return {
+            "seq": self.seq,
+            "auto": self.auto.value,
+            "forced": self.forced.value,
+            "since": self.since,
+            "ar": self.auto_reason,
+            "fr": self.forced_reason,
+            "cooldown": self.cooldown_ms,
+            "open_until": self.open_until,
+            "window": self.window,
+            "consec": 0,
+            "lh": "",
+            "lt": "",
+            "lu": 0,
+        }
 
     def as_json(self) -> dict[str, Any]:
         """For audit rows (before/after): the state without the lease token, a capability."""
@@ -178,6 +206,57 @@ class ToolState:
             "since": self.since,
             "reason": self.reason,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOverrides:
+    """A tool's own policy; None keeps the store's default (the settings)."""
+
+    threshold: int | None = None
+    min_workers: int | None = None
+    cooldown_ms: int | None = None
+    max_cooldown_ms: int | None = None
+    trial: TrialMode | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "p_threshold": self.threshold,
+            "p_min_workers": self.min_workers,
+            "p_cooldown": self.cooldown_ms,
+            "p_max_cooldown": self.max_cooldown_ms,
+            "p_trial": None if self.trial is None else self.trial.value,
+        }
+
+    @classmethod
+    def from_hash(cls, fields: Mapping[str, str]) -> PolicyOverrides:
+        def number(name: str) -> int | None:
+            value = fields.get(name)
+            return int(value) if value else None
+
+        trial = fields.get("p_trial")
+        return cls(
+            threshold=number("p_threshold"),
+            min_workers=number("p_min_workers"),
+            cooldown_ms=number("p_cooldown"),
+            max_cooldown_ms=number("p_max_cooldown"),
+            trial=TrialMode(trial) if trial else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDetails:
+    """One tool's state (None when Redis has none), its streak's failures per worker and ids."""
+
+    state: ToolState | None
+    workers: dict[str, int]
+    streak: list[str]
+    policy: PolicyOverrides = PolicyOverrides()
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTool:
+    state: ToolState
+    workers: dict[str, int]  # the streak's failures per worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,16 +412,17 @@ class FleetStore:
 
     # -- rebuilding and policy -----------------------------------------------------------------
 
-    def restore(self, tool: str, fields: Mapping[str, Any]) -> bool:
-        """Write a tool's saved state unless Redis holds the same ``seq`` or newer."""
-        args = [*self._policy_args(0), json.dumps(dict(fields))]
+    def restore(self, tool: str, state: ToolState, policy: PolicyOverrides | None = None) -> bool:
+        """Write a tool's saved state (and policy) unless Redis holds the same ``seq`` or newer."""
+        fields = {**state.saved_fields(), **(policy.fields() if policy is not None else {})}
+        args = [*self._policy_args(0), json.dumps(fields)]
         written = self._scripts["restore"](keys=self.tool_keys(tool), args=args)
         self.client.sadd(self.tools_key, tool)
         return bool(written)
 
-    def set_policy(self, tool: str, fields: Mapping[str, Any]) -> bool:
-        """Replace the per-tool policy fields; False when the tool has no state here."""
-        args = [*self._policy_args(0), json.dumps(dict(fields))]
+    def set_policy(self, tool: str, policy: PolicyOverrides) -> bool:
+        """Replace the tool's own policy; False when the tool has no state here."""
+        args = [*self._policy_args(0), json.dumps(policy.fields())]
         return bool(self._scripts["set_policy"](keys=self.tool_keys(tool), args=args))
 
     def generation(self) -> str | None:
@@ -361,8 +441,8 @@ class FleetStore:
             _text(name) for name in cast(set[bytes], self.client.smembers(self.tools_key))
         )
 
-    def snapshot(self) -> tuple[str | None, dict[str, dict[str, str]]]:
-        """(generation, raw state fields per tool) in one round trip, whatever the tool count.
+    def snapshot(self) -> tuple[str | None, dict[str, ToolState]]:
+        """(generation, state per tool) in one round trip, whatever the tool count.
 
         The tools' fields are read together with the set of names, for the names this process
         saw last time; a second round trip fetches only tools that are new since then.
@@ -383,35 +463,61 @@ class FleetStore:
                 pipe.hmget(self.tool_keys(tool)[0], _STATE_FIELDS)
             fetched.update(zip(new, pipe.execute(), strict=True))
         self._known_tools = tools  # replaced, never mutated: other threads read it freely
-        states: dict[str, dict[str, str]] = {}
+        states: dict[str, ToolState] = {}
         for tool in tools:
-            values = fetched[tool]
-            if values[0] is None:  # no seq: the hash is gone (lost, or not restored yet)
-                continue
-            states[tool] = {
-                name: _text(value) if value is not None else ""
-                for name, value in zip(_STATE_FIELDS, values, strict=True)
-            }
+            state = _state_of(fetched[tool])
+            if state is not None:
+                states[tool] = state
         return (None if generation is None else _text(generation)), states
 
-    def details(self, tool: str) -> tuple[dict[str, str], dict[str, int], list[str]]:
-        """Every field, the streak's failures per worker and its event ids (one MULTI)."""
+    def live(self, tools: Sequence[str]) -> tuple[str | None, dict[str, LiveTool]]:
+        """(generation, state and streak workers of each tool Redis has) in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.generation_key)
+        for tool in tools:
+            state_key, workers_key, _ = self.tool_keys(tool)
+            pipe.hmget(state_key, _STATE_FIELDS)
+            pipe.hgetall(workers_key)
+        generation, *replies = pipe.execute()
+        live: dict[str, LiveTool] = {}
+        for index, tool in enumerate(tools):
+            state = _state_of(replies[2 * index])
+            if state is not None:
+                live[tool] = LiveTool(state, _counts(replies[2 * index + 1]))
+        return (None if generation is None else _text(generation)), live
+
+    def details(self, tool: str) -> ToolDetails:
+        """The state, the streak's failures per worker and its event ids (one MULTI)."""
         state_key, workers_key, streak_key = self.tool_keys(tool)
         pipe = self.client.pipeline(transaction=True)
         pipe.hgetall(state_key)
         pipe.hgetall(workers_key)
         pipe.lrange(streak_key, 0, -1)
-        fields, workers, streak = pipe.execute()
-        return (
-            {_text(k): _text(v) for k, v in fields.items()},
-            {_text(k): int(v) for k, v in workers.items()},
+        raw, workers, streak = pipe.execute()
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        return ToolDetails(
+            ToolState.from_hash(fields) if fields else None,
+            _counts(workers),
             [_text(event) for event in streak],
+            PolicyOverrides.from_hash(fields),
         )
 
 
 def _transitions(data: Mapping[str, Any]) -> list[TrackedTransition]:
     # cjson encodes an empty Lua table as {}, so "no transitions" arrives as a dict.
     return [TrackedTransition.from_script(item) for item in data.get("transitions") or []]
+
+
+def _state_of(values: Sequence[bytes | str | None]) -> ToolState | None:
+    """A ``_STATE_FIELDS`` reply; None without a seq (the hash is lost, or not restored yet)."""
+    if values[0] is None:
+        return None
+    fields = dict(zip(_STATE_FIELDS, values, strict=True))
+    return ToolState.from_hash({k: _text(v) for k, v in fields.items() if v is not None})
+
+
+def _counts(hash_reply: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
+    return {_text(k): int(v) for k, v in hash_reply.items()}
 
 
 def _text(value: bytes | str) -> str:

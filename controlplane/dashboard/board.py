@@ -50,8 +50,6 @@ _SEVERITY = {
     BreakerState.FORCED_CLOSED: 3,
 }
 _CLOSED_WITH_STREAK, _CLOSED = 4, 5
-# Fields of a tool's Redis state hash the board needs (see breakers/fleet/lua/prelude.lua).
-_LIVE_FIELDS = ("auto", "forced", "since", "ar", "fr", "seq", "consec")
 
 
 class Counters(StrEnum):
@@ -252,46 +250,21 @@ def read_live_tools(names: Iterable[str]) -> tuple[Counters, dict[str, LiveTool]
     ``(REBUILDING, …)`` when Redis has lost the fleet's state and Celery's tick is restoring it
     from the database; tools missing from the result are shown from the database's copy.
     """
-    store = fleet_store()
-    names = list(names)
-    pipe = store.client.pipeline(transaction=False)
-    pipe.get(store.generation_key)
-    for name in names:
-        state_key, workers_key, _ = store.tool_keys(name)
-        pipe.hmget(state_key, _LIVE_FIELDS)
-        pipe.hgetall(workers_key)
     try:
-        results = pipe.execute()
+        generation, tools = fleet_store().live(list(names))
     except redis.RedisError:
         return Counters.UNAVAILABLE, {}
-    generation, replies = results[0], results[1:]
-    live: dict[str, LiveTool] = {}
-    for index, name in enumerate(names):
-        fields, workers = replies[2 * index], replies[2 * index + 1]
-        parsed = _live_tool(fields, workers)
-        if parsed is not None:
-            live[name] = parsed
+    live = {
+        name: LiveTool(
+            state=tool.state.state.value,
+            since=ms_to_datetime(tool.state.since),
+            reason=tool.state.reason,
+            consecutive=tool.state.consecutive,
+            streak_workers=tool.workers,
+        )
+        for name, tool in tools.items()
+    }
     return (Counters.REBUILDING if generation is None else Counters.LIVE), live
-
-
-def _live_tool(values: list[bytes | None], workers: Mapping[bytes, bytes]) -> LiveTool | None:
-    fields = dict(zip(_LIVE_FIELDS, (_text(value) for value in values), strict=True))
-    if not fields["seq"]:
-        return None  # no state here (yet, or any more): the database's copy is shown
-    forced = fields["forced"]
-    return LiveTool(
-        state=forced or fields["auto"] or BreakerState.CLOSED.value,
-        since=ms_to_datetime(int(fields["since"] or 0)),
-        reason=fields["fr"] if forced else fields["ar"],
-        consecutive=int(fields["consec"] or 0),
-        streak_workers={_text(k): int(v) for k, v in workers.items()},
-    )
-
-
-def _text(value: bytes | str | None) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def worker_scope_open(*, now: datetime) -> dict[str, tuple[str, ...]]:

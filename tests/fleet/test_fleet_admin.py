@@ -41,8 +41,8 @@ def test_a_policy_saved_in_the_admin_is_pushed_to_redis(
     }
     response = admin_client.post(url, form)
     assert response.status_code == 302, response.content.decode()[:2000]
-    fields = fleet_store().details("web_search")[0]
-    assert (fields["p_threshold"], fields["p_min_workers"]) == ("2", "1")
+    policy = fleet_store().details("web_search").policy
+    assert (policy.threshold, policy.min_workers) == (2, 1)
     reply = report("w1", "web_search", "retryable", "retryable")
     assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
 

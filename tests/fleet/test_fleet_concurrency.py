@@ -94,16 +94,17 @@ def test_two_workers_hammering_one_tool_open_it_exactly_once(
     assert opening.cause["consecutive"] == 5
     assert Tool.objects.get(name="web_search").state == "open"
     assert Incident.objects.count() == 1
-    assert fleet_store().details("web_search")[0]["seq"] == "1"
+    assert fleet_store().details("web_search").state.seq == 1  # type: ignore[union-attr]
 
 
 def test_one_worker_alone_never_opens_it(web_server: WebServerProcess, token: str) -> None:
     assert hammer(web_server, token, ["misconfigured"], "web_search") == []
     calls = THREADS_PER_WORKER * CALLS_PER_THREAD
-    fields, workers, _ = fleet_store().details("web_search")
-    assert (fields["auto"], fields["consec"], workers) == (
+    details = fleet_store().details("web_search")
+    assert details.state is not None
+    assert (details.state.auto, details.state.consecutive, details.workers) == (
         "closed",
-        str(calls),
+        calls,
         {"misconfigured": calls},
     )
     assert not FleetTransition.objects.exists()

@@ -68,7 +68,7 @@ def test_a_success_resets_and_semantic_outcomes_are_ignored(report: Report) -> N
     report("w2", "web_search", "retryable", "semantic", "semantic", "retryable", "retryable")
     reply = report("w1", "web_search", "semantic", "blocked")
     assert reply["fleet"]["tools"]["web_search"]["state"] == "closed"
-    assert fleet_store().details("web_search")[0]["consec"] == "3"
+    assert _consecutive("web_search") == 3
 
 
 def test_a_resent_batch_is_applied_once(report: Report) -> None:
@@ -79,7 +79,7 @@ def test_a_resent_batch_is_applied_once(report: Report) -> None:
     for _ in range(3):
         reply = report("w1", "web_search", events=events)
     assert reply["duplicates"] == 4
-    assert fleet_store().details("web_search")[0]["consec"] == "3"
+    assert _consecutive("web_search") == 3
 
 
 @contextmanager
@@ -122,8 +122,9 @@ def test_a_batch_whose_transaction_rolled_back_never_reaches_the_fleet(report: R
     ]
     with tool_call_inserts_fail(), pytest.raises(DatabaseError):
         ingest_batch(worker_id="w1", events=events)
-    fields, workers, _ = fleet_store().details("web_search")
-    assert (fields["consec"], workers) == ("3", {"w2": 3})
+    details = fleet_store().details("web_search")
+    assert details.state is not None
+    assert (details.state.consecutive, details.workers) == (3, {"w2": 3})
     assert not ToolCall.objects.filter(run__run_id="r-lost").exists()
 
     reply = report("w1", "web_search", events=events)  # the agent resends it: 3 + 2 = 5
@@ -173,5 +174,10 @@ def test_a_fleet_store_failure_after_commit_keeps_the_rows_and_the_tick_catches_
     fleet_redis.delete(state_key)
     assert apply_fleet_backlog() == 1
     assert not FleetBacklog.objects.exists()
-    assert fleet_store().details("web_search")[0]["consec"] == "2"
+    assert _consecutive("web_search") == 2
     assert apply_fleet_backlog() == 0
+
+
+def _consecutive(tool: str) -> int:
+    state = fleet_store().details(tool).state
+    return state.consecutive if state is not None else 0

@@ -108,7 +108,7 @@ def test_an_action_without_a_usable_reason_is_refused_and_writes_nothing(
     assert response.status_code == status
     assert message in response.content.decode()
     assert not OperatorAction.objects.exists()
-    assert fleet_store().details(known_tool)[0]["forced"] == ""
+    assert fleet_store().details(known_tool).state.forced == ""  # type: ignore[union-attr]
 
 
 def test_unknown_tools_and_releasing_an_unforced_tool_are_clear_errors(
@@ -247,7 +247,7 @@ def test_an_action_whose_audit_row_cannot_be_written_leaves_redis_unchanged(
             "CREATE TRIGGER bp_test_refuse_audit BEFORE INSERT ON breakers_operatoraction "
             "FOR EACH ROW EXECUTE FUNCTION bp_test_refuse_audit();"
         )  # rolled back with the test's transaction
-    before = fleet_store().details(known_tool)[0]
+    before = fleet_store().details(known_tool).state
     with pytest.raises(DatabaseError, match="audit table refuses"):
         fleet_operator_action(
             tool_name=known_tool,
@@ -255,5 +255,5 @@ def test_an_action_whose_audit_row_cannot_be_written_leaves_redis_unchanged(
             reason="vendor down",
             token=AgentToken.issue(name="ops", is_operator=True)[0],
         )
-    assert fleet_store().details(known_tool)[0] == before
-    assert before["forced"] == ""
+    assert fleet_store().details(known_tool).state == before
+    assert before is not None and before.forced == ""

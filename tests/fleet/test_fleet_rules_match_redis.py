@@ -26,7 +26,13 @@ from breakers.fleet.rules import (
     Transition,
     TrialMode,
 )
-from breakers.fleet.store import FleetStore, OutcomeEvent, TrackedTransition
+from breakers.fleet.store import (
+    FleetStore,
+    OutcomeEvent,
+    PolicyOverrides,
+    ToolState,
+    TrackedTransition,
+)
 from breakers.sdk.core import Outcome, State
 from breakers.services import fleet_store
 
@@ -81,18 +87,9 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
         self, threshold: int, min_workers: int, cooldown: int, cap_factor: int, trial: TrialMode
     ) -> None:
         self.policy = FleetPolicy(threshold, cooldown, cooldown * cap_factor, min_workers, trial)
-        fields = {
-            **dict.fromkeys(
-                ["seq", "consec", "cooldown", "open_until", "window", "lu", "since"], 0
-            ),
-            **dict.fromkeys(["auto", "forced", "ar", "fr", "lh", "lt"], ""),
-            "p_threshold": threshold,
-            "p_min_workers": min_workers,
-            "p_cooldown": cooldown,
-            "p_max_cooldown": cooldown * cap_factor,
-            "p_trial": trial.value,
-        }
-        assert self.store.restore(self.tool, fields)
+        overrides = PolicyOverrides(threshold, min_workers, cooldown, cooldown * cap_factor, trial)
+        empty = ToolState(auto=State.CLOSED, forced=Forced.NONE)
+        assert self.store.restore(self.tool, empty, overrides)
 
     def teardown(self) -> None:
         keys = list(self.store.client.scan_iter(match=f"bp:{{{self.tool}}}:*", count=1000))
@@ -229,21 +226,22 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
 
     @invariant()
     def stored_state_matches_the_model(self) -> None:
-        fields, workers, streak = self.store.details(self.tool)
-        m = self.model
-        assert State(fields["auto"] or "closed") is m.auto
-        assert Forced(fields["forced"]) is m.forced
-        assert int(fields["consec"]) == m.consecutive
-        assert workers == m.workers
-        assert streak == m.streak
-        assert int(fields["cooldown"] or 0) == m.cooldown_ms
-        assert int(fields["open_until"] or 0) == m.open_until
-        assert int(fields["window"] or 0) == m.window
-        assert fields["lh"] == m.lease_holder
-        assert int(fields["lu"] or 0) == m.lease_until
-        assert int(fields["seq"]) == m.seq
-        assert int(fields["since"] or 0) == m.since
-        assert (fields["ar"], fields["fr"]) == (m.auto_reason, m.forced_reason)
+        details = self.store.details(self.tool)
+        stored, m = details.state, self.model
+        assert stored is not None
+        assert stored.auto is m.auto
+        assert stored.forced is m.forced
+        assert stored.consecutive == m.consecutive
+        assert details.workers == m.workers
+        assert details.streak == m.streak
+        assert stored.cooldown_ms == m.cooldown_ms
+        assert stored.open_until == m.open_until
+        assert stored.window == m.window
+        assert stored.lease_holder == m.lease_holder
+        assert stored.lease_until == m.lease_until
+        assert stored.seq == m.seq
+        assert stored.since == m.since
+        assert (stored.auto_reason, stored.forced_reason) == (m.auto_reason, m.forced_reason)
 
 
 FleetRulesMatchRedis.TestCase.settings = settings(

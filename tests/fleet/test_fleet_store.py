@@ -15,12 +15,20 @@ import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from breakers.fleet.rules import FleetPolicy, OperatorActionKind
-from breakers.fleet.store import FleetStore, Missing, OutcomeEvent, redis_client
+from breakers.fleet.rules import FleetPolicy, Forced, OperatorActionKind
+from breakers.fleet.store import (
+    FleetStore,
+    Missing,
+    OutcomeEvent,
+    ToolDetails,
+    ToolState,
+    redis_client,
+)
+from breakers.sdk.core import State
 from tests.processes import free_port
 
 POLICY = FleetPolicy(threshold=3, cooldown_ms=1000, max_cooldown_ms=4000, min_workers=2)
-CLOSED = {"seq": 0, "auto": "closed", "forced": ""}
+CLOSED = ToolState(auto=State.CLOSED, forced=Forced.NONE)
 
 
 def fail(store: FleetStore, tool: str, *workers: str, now: int = 0) -> list[object]:
@@ -39,9 +47,9 @@ def test_names_with_braces_cannot_reach_another_tools_keys(fleet_redis: redis.Re
     for tool in ["x", "x}:seen:y", "{x}"]:
         store.restore(tool, CLOSED)
     fail(store, "x}:seen:y", "w1", "w2", "w1")
-    assert store.details("x")[0].get("consec", "0") == "0"
-    assert store.details("{x}")[0].get("consec", "0") == "0"
-    assert store.details("x}:seen:y")[0]["auto"] == "open"
+    assert store.details("x").state.consecutive == 0  # type: ignore[union-attr]
+    assert store.details("{x}").state.consecutive == 0  # type: ignore[union-attr]
+    assert store.details("x}:seen:y").state.auto == "open"  # type: ignore[union-attr]
 
 
 def test_a_tool_without_state_is_refused_rather_than_counted_from_zero(
@@ -49,7 +57,7 @@ def test_a_tool_without_state_is_refused_rather_than_counted_from_zero(
 ) -> None:
     with pytest.raises(Missing):
         store.apply("ghost", [OutcomeEvent("e1", "w1", "retryable")], now=0)
-    assert store.details("ghost") == ({}, {}, [])
+    assert store.details("ghost") == ToolDetails(None, {}, [])
 
 
 def test_dedupe_keys_expire(store: FleetStore) -> None:
@@ -163,5 +171,5 @@ def test_the_scripts_run_unchanged_on_redis_cluster(redis_cluster: RedisCluster)
     assert result is not None and result.after.state == "forced_closed"
     _, states = store.snapshot()
     assert sorted(states) == tools
-    assert states[tools[0]]["auto"] == "half_open"
-    assert store.details(tools[2])[0]["auto"] == "open"
+    assert states[tools[0]].auto == "half_open"
+    assert store.details(tools[2]).state.auto == "open"  # type: ignore[union-attr]

@@ -33,6 +33,7 @@ test: venv services browser
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/import_graph.py --check
 
 typecheck: venv
 	$(BIN)/mypy breakers runs controlplane

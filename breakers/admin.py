@@ -252,7 +252,7 @@ class AlertAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Send failed alerts again (now)")
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
-        from breakers.alerts import enqueue_on_commit
+        from breakers.alerts.creation import enqueue_on_commit
 
         ids = list(
             queryset.filter(state=AlertState.FAILED, channel__broken_at=None).values_list(

@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from breakers.alerts import alerts_for_fleet_changes
+from breakers.alerts.creation import alerts_for_fleet_changes
 from breakers.fleet import rules
 from breakers.fleet.rules import (
     AGENT_HOLDER_PREFIX,

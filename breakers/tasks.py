@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from breakers import alerts, backlog, services
+from breakers import backlog, services
+from breakers.alerts import delivery, sweep
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
 PROBE_EXPIRES_SECONDS = 60
@@ -44,13 +45,13 @@ def fleet_rebuild() -> int:
 @shared_task(name="breakers.deliver_alert", bind=True, ignore_result=True, max_retries=None)
 def deliver_alert(self: Task, alert_id: int) -> str:
     """Deliver one alert; the service decides whether and when to try again."""
-    delivery = alerts.deliver_alert(alert_id=alert_id)
-    if delivery.retry_in is not None:
-        raise self.retry(countdown=delivery.retry_in)
-    return delivery.outcome
+    result = delivery.deliver_alert(alert_id=alert_id)
+    if result.retry_in is not None:
+        raise self.retry(countdown=result.retry_in)
+    return result.outcome
 
 
 @shared_task(name="breakers.sweep_alerts", ignore_result=True)
 def sweep_alerts() -> int:
-    result = alerts.sweep_alerts()
+    result = sweep.sweep_alerts()
     return result.unstuck + len(result.requeued) + result.settled

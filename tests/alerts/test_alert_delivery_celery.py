@@ -8,8 +8,7 @@ worker runs with the default settings: 1 message a second per channel, retries f
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -21,17 +20,9 @@ from breakers.tasks import deliver_alert, sweep_alerts
 from tests.alerts.steps import COOLDOWN, cycle, half_open, open_tool, trial
 from tests.fakes.slack_server import NO_SERVICE, SERVER_ERROR, FakeSlackServer, rate_limited
 from tests.processes import CeleryWorkerProcess
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def state_of(alert_id: int) -> str:

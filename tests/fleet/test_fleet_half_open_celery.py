@@ -8,8 +8,7 @@ re-open with a backed-off cooldown while the vendor is down and close once it is
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -21,6 +20,7 @@ from breakers.services import fleet_record_tool_calls
 from breakers.tasks import fleet_tick
 from tests.processes import CeleryBeatProcess, CeleryWorkerProcess
 from tests.vendor_server import VendorServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.celery
 
@@ -37,15 +37,6 @@ class Call:
     trial: bool = False  # FleetCall.trial (a half-open trial call)
     dedupe_id: str = ""  # FleetCall.dedupe_id (event_id when empty)
     ts: datetime = NEVER_STALE  # when it happened: these tests drive time through ``now``
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 class DuplicatedBeat:

@@ -7,9 +7,8 @@ tool back for new runs only: a tool removed from a run stays removed for that ru
 
 from __future__ import annotations
 
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane
 from runs.models import AgentToken
 from tests.processes import WebServerProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOOLS: list[dict[str, Any]] = [
@@ -31,15 +31,6 @@ TOOLS: list[dict[str, Any]] = [
 def web_server(django_db_setup: None) -> Iterator[WebServerProcess]:
     with WebServerProcess(workers=2, threads=4) as server:
         yield server.start()
-
-
-def eventually(condition: Callable[[], bool], what: str, timeout: float = 5) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def names(tools: list[dict[str, Any]]) -> list[str]:
@@ -70,7 +61,7 @@ def test_a_fleet_opening_reaches_another_workers_runs(
         assert run_a.removals()["web_search"].scope == "fleet"
         assert plane_a.worker.state("web_search") == "closed"
 
-        eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
+        wait_for(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
         notice = run_b.notice()
         assert notice is not None and "web_search" in notice
 
@@ -86,7 +77,7 @@ def test_a_fleet_opening_reaches_another_workers_runs(
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
         new_run = plane_b.start_run(agent="research", step_budget=20)
-        eventually(
+        wait_for(
             lambda: plane_b.fleet.snapshot()["web_search"].state == "forced_closed",
             "B to see the force close",
         )

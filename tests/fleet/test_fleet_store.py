@@ -26,6 +26,7 @@ from breakers.fleet.store import (
 )
 from breakers.sdk.core import State
 from tests.processes import free_port
+from tests.waiting import wait_for
 
 POLICY = FleetPolicy(threshold=3, cooldown_ms=1000, max_cooldown_ms=4000, min_workers=2)
 CLOSED = ToolState(auto=State.CLOSED, forced=Forced.NONE)
@@ -112,13 +113,13 @@ def redis_cluster() -> Iterator[RedisCluster]:
         try:
             for port in ports:
                 nodes.append(_start_cluster_node(port, Path(workdir)))
-            _wait_for(lambda: all(_pings(port) for port in ports), "cluster nodes to start")
+            wait_for(lambda: all(_pings(port) for port in ports), "cluster nodes to start")
             subprocess.run(
                 ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
                  "--cluster-replicas", "0", "--cluster-yes"],
                 check=True, capture_output=True, timeout=30,
             )  # fmt: skip
-            _wait_for(lambda: _cluster_ok(ports[0]), "the cluster to be ready")
+            wait_for(lambda: _cluster_ok(ports[0]), "the cluster to be ready")
             client = RedisCluster(host="127.0.0.1", port=ports[0], socket_timeout=2)
             yield client
             client.close()
@@ -147,15 +148,6 @@ def _pings(port: int) -> bool:
 def _cluster_ok(port: int) -> bool:
     info = redis.Redis(port=port, socket_timeout=0.5).cluster("INFO")
     return bool(info.get("cluster_state") == "ok")
-
-
-def _wait_for(condition: object, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_the_scripts_run_unchanged_on_redis_cluster(redis_cluster: RedisCluster) -> None:

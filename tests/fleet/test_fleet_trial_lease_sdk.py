@@ -11,8 +11,7 @@ a doubled cooldown, and the next half-open window gets a trial of its own.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from breakers.services import fleet_state as rebuild_if_lost
 from breakers.services import fleet_tick, tool_policy_update
 from runs.models import AgentToken
 from tests.processes import WebServerProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,15 +44,6 @@ def web_server(django_db_setup: None) -> Iterator[WebServerProcess]:
         yield server.start()
 
 
-def eventually(condition: Callable[[], object], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 def offers_tool(run: Run) -> bool:
     return TOOL in [tool["function"]["name"] for tool in run.available(TOOLS)]
 
@@ -63,7 +54,7 @@ def fleet_state(plane: ControlPlane) -> str | None:
 
 
 def wait_for_fleet_state(plane: ControlPlane, state: str) -> None:
-    eventually(lambda: fleet_state(plane) == state, f"{plane.worker_id} to see {state}")
+    wait_for(lambda: fleet_state(plane) == state, f"{plane.worker_id} to see {state}")
 
 
 def db_state() -> str:
@@ -124,12 +115,12 @@ def tick_until_half_open() -> None:
         fleet_tick()  # Celery beat's tick, called directly; the cooldown runs in real time
         return db_state() == "half_open"
 
-    eventually(tick, "half-open")
+    wait_for(tick, "half-open")
 
 
 def the_one_trial_run(plane_a: ControlPlane, plane_b: ControlPlane) -> tuple[ControlPlane, Run]:
     """Wait until one worker holds the lease, start runs on both: exactly one gets the tool."""
-    eventually(lambda: plane_a.fleet.trials() or plane_b.fleet.trials(), "a granted lease")
+    wait_for(lambda: plane_a.fleet.trials() or plane_b.fleet.trials(), "a granted lease")
     holders = [plane for plane in (plane_a, plane_b) if plane.fleet.trials()]
     assert len(holders) == 1, "the control plane grants one lease at a time"
     runs = [

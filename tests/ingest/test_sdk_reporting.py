@@ -24,6 +24,7 @@ from breakers.sdk.client import ControlPlane, _ids
 from runs.models import AgentToken, IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall
 from runs.models import Worker as WorkerRow
 from tests.processes import WebServerProcess
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS: list[dict[str, Any]] = [
@@ -34,14 +35,6 @@ TOOLS: list[dict[str, Any]] = [
 
 def names(tools: list[dict[str, Any]]) -> list[str]:
     return [tool["function"]["name"] for tool in tools]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met within the deadline")
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -144,7 +137,7 @@ def test_control_plane_down_then_up_every_buffered_event_arrives_once(
         started = time.monotonic()
         emitted, run = play_scripted_run(plane)
         recording_took = time.monotonic() - started
-        wait_until(lambda: plane.stats.failed_attempts >= 2)  # it did try, and failed
+        wait_for(lambda: plane.stats.failed_attempts >= 2)  # it did try, and failed
         assert IngestedEvent.objects.count() == 0
         assert plane.pending() == emitted
 
@@ -174,7 +167,7 @@ def test_a_full_buffer_drops_new_events_and_reports_how_many(
 
         server.start()
         assert plane.flush(timeout=20)
-        wait_until(lambda: plane.stats.dropped_reported == 15)
+        wait_for(lambda: plane.stats.dropped_reported == 15)
     finally:
         server.stop()
 
@@ -201,7 +194,7 @@ def test_a_fleet_kill_switch_takes_the_tool_out_of_running_runs(
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
 
-    wait_until(lambda: names(run.available(TOOLS)) == ["read_page"])
+    wait_for(lambda: names(run.available(TOOLS)) == ["read_page"])
     notice = run.notice()
     assert notice is not None and "web_search" in notice
     assert run.removals()["web_search"].scope == "fleet"

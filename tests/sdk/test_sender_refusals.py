@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from breakers.sdk import ControlPlane
+from tests.waiting import wait_for
 
 Answer = tuple[int, Any]  # status, JSON body (bytes: sent as they are)
 FLEET = {"version": 1, "tools": {}}
@@ -91,13 +92,6 @@ def new_plane(url: str, **options: Any) -> ControlPlane:
     # A long backoff: a batch that were retried would keep close() from finishing in time.
     defaults: dict[str, Any] = {"flush_interval": 0.01, "backoff_base": 10.0, "timeout": 2.0}
     return ControlPlane(url, token="bp_test", worker_id="w1", **{**defaults, **options})
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def event_ids(plane: ControlPlane) -> list[str]:

@@ -1,20 +1,6 @@
-"""Slack messages for fleet breaker alerts: pure functions, no Django, no network.
-
-Each alert kind has a plain input dataclass (the delivery layer maps database rows to it) and a
-``build_*`` function that returns a :class:`SlackMessage`: Block Kit ``blocks`` plus the
-plain-text ``text`` fallback that Slack shows in notifications and in clients without blocks.
-
-Everything that came from an agent or an operator (tool names, reasons, errors, worker ids,
-operator names) is untrusted. It goes through :func:`escape_mrkdwn`, which makes it inert
-(``&``, ``<``, ``>`` become entities, so ``<!channel>`` or ``<https://evil|click>`` are shown,
-never parsed) and clips it to a budget, so no input can push a message past Slack's limits.
-:func:`check_limits` re-checks every built message against those limits.
-
-Limits (Slack's Block Kit reference, cross-checked with ``slack_sdk.models.blocks``): at most
-50 blocks; header text plain_text <= 150; section text <= 3000; at most 10 section fields of
-<= 2000 each; context at most 10 elements; any text object 1..3000. Slack truncates a message's
-``text`` past 40,000 characters and recommends <= 4,000, and rejects messages whose blocks hold
-more than about 13,000 characters in total (``msg_blocks_too_long``), so we keep below both.
+"""Slack messages for fleet breaker alerts: pure functions, no Django, no network. Untrusted text
+goes through ``escape_mrkdwn`` (inert and clipped); ``check_limits`` re-checks each message against
+Slack's Block Kit limits. Why: docs/decisions.md, "Slack transport and alert messages".
 """
 
 from __future__ import annotations
@@ -80,7 +66,7 @@ URL_MAX = 1000
 ELLIPSIS = "…"
 EMPTY = "—"
 
-# The fleet states (contract, DESIGN.md) and the operator actions an alert can announce.
+# The fleet states (contract, docs/api.md) and the operator actions an alert can announce.
 FLEET_STATES = ("closed", "open", "half_open", "forced_open", "forced_closed")
 # Each action's sentence; {actor} and {tool} are filled with already-escaped names.
 MANUAL_ACTIONS: Mapping[str, str] = {
@@ -213,7 +199,7 @@ class ManualActionAlert:
                 f"action must be one of {', '.join(MANUAL_ACTIONS)}, got {self.action!r}"
             )
         _require_text("actor", self.actor)
-        # Every manual action needs a reason (DESIGN.md); an alert without one is a bug upstream.
+        # Every manual action needs a reason (docs/api.md); an alert without one is a bug upstream.
         _require_text("reason", self.reason)
         _require_aware("at", self.at)
         if self.state_after:

@@ -1,17 +1,6 @@
-"""A per-channel send rate shared by every process through Redis.
-
-Slack accepts about one message a second per incoming webhook. Alerts are sent by several
-Celery worker processes, so the limit must live in Redis, not in a process. The rule is GCRA
-(generic cell rate algorithm): one key per channel holds the "theoretical arrival time" of the
-next message; one Lua script reads and moves it atomically, so two processes can never both take
-the same slot. :meth:`ChannelRateLimiter.try_acquire` never blocks: it takes the slot and returns
-0, or returns how long to wait, and the caller (a Celery task) retries after that countdown
-rather than holding a worker asleep. :meth:`ChannelRateLimiter.hold` pushes the channel's next
-slot forward (Slack's 429 ``Retry-After`` is about the webhook, not one message), so every
-pending alert of that channel waits, not only the one that was refused.
-
-Time comes from Redis's own clock by default, so processes on different hosts agree; tests
-inject a clock instead of sleeping.
+"""A per-channel send rate shared by every process through Redis (GCRA, one Lua script): it
+returns the wait instead of sleeping, and ``hold`` pushes a whole channel back after a 429.
+Why: docs/decisions.md, "Slack transport and alert messages".
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""Celery tasks: thin wrappers that call a service (cookiecutter-django / Styleguide shape).
-
-``fleet_tick`` runs from beat every ``BREAKER_TICK_SECONDS``. Running it twice at once (a
-duplicated beat) or on several workers is harmless: each state change is one atomic Redis step
-and each half-open window grants its probe lease once. A lost probe task needs no retry: the
-next tick sends another while the window has no live lease.
-
-``deliver_alert`` sends one Slack alert; it is enqueued with ``transaction.on_commit`` by
-``breakers.alerts`` and retries itself with the countdown the service asks for (backoff,
-``Retry-After``, the channel's rate limit). Duplicates are harmless: each alert row is claimed
-once. ``sweep_alerts`` runs from beat and re-enqueues what was lost.
+"""Celery tasks: thin wrappers that call a service. Running any of them twice is harmless (atomic
+Redis steps, alert rows claimed once); beat's tick and sweep re-send what was lost.
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
-"""The fleet breaker rules as plain Python: the reference model of the Redis scripts.
-
-Production runs the same rules as Lua scripts in Redis (``breakers/fleet/lua/``), one atomic step
-per call, so every web process and Celery worker shares one state. This module imports no Django
-and does no I/O; it documents the rules and is the oracle the Hypothesis stateful test checks the
-scripts against (``tests/fleet/test_fleet_rules_match_redis.py``). Time is an argument (integer
-milliseconds), never read from a clock here.
-
-One tool's breaker has an *automatic* state and an optional *forced* override:
-
-    closed    -> open       ``threshold`` consecutive retryable failures across the fleet, from at
-                            least ``min_workers`` distinct workers (one worker failing alone,
-                            however often, never opens it); any success resets the streak
-    open      -> half_open  ``advance()`` once the cooldown has elapsed (Celery's tick)
-    half_open -> closed     the one trial succeeded: the probe, or the call the agent worker
-                            holding the trial lease made under it (``trial=True``, reported while
-                            the lease is live); the cooldown goes back to its base
-    half_open -> open       the trial failed: the cooldown doubles, capped at ``max_cooldown``
-
-Semantic and blocked outcomes never count nor reset. While open or half-open, late outcomes
-(calls started before the trip, even the lease holder's) change nothing: only the trial decides.
-The effective state is the forced one when set (``forced_open`` is a kill switch,
-``forced_closed`` keeps a tool available); the automatic breaker keeps running underneath, so
-``release()`` returns to what it says now.
-``reset()`` clears the automatic breaker and leaves a forced state alone.
-
-Every change of (automatic state, forced) is a ``Transition`` with its cause and bumps ``seq``.
+"""The fleet breaker rules as plain Python (no Django, no I/O, time as an argument): the reference
+model that the Lua scripts in ``breakers/fleet/lua/`` must match (a Hypothesis state machine checks
+them). Why twice: docs/decisions.md, "Fleet breaker".
 """
 
 from __future__ import annotations
@@ -135,7 +111,30 @@ class Transition:
 
 @dataclass(slots=True)
 class FleetBreaker:
-    """One tool's fleet breaker. Mutated in place by the operations below."""
+    """One tool's fleet breaker. Mutated in place by the operations below.
+
+    One tool's breaker has an *automatic* state and an optional *forced* override:
+
+        closed    -> open       ``threshold`` consecutive retryable failures across the fleet,
+                                from at least ``min_workers`` distinct workers (one worker
+                                failing alone, however often, never opens it); any success
+                                resets the streak
+        open      -> half_open  ``advance()`` once the cooldown has elapsed (Celery's tick)
+        half_open -> closed     the one trial succeeded: the probe, or the call the agent
+                                worker holding the trial lease made under it (``trial=True``,
+                                reported while the lease is live); the cooldown goes back to
+                                its base
+        half_open -> open       the trial failed: the cooldown doubles, capped at ``max_cooldown``
+
+    Semantic and blocked outcomes never count nor reset. While open or half-open, late outcomes
+    (calls started before the trip, even the lease holder's) change nothing: only the trial decides.
+    The effective state is the forced one when set (``forced_open`` is a kill switch,
+    ``forced_closed`` keeps a tool available); the automatic breaker keeps running underneath, so
+    ``release()`` returns to what it says now.
+    ``reset()`` clears the automatic breaker and leaves a forced state alone.
+
+    Every change of (automatic state, forced) is a ``Transition`` with its cause and bumps ``seq``.
+    """
 
     auto: State = State.CLOSED
     forced: Forced = Forced.NONE

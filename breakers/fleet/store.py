@@ -74,8 +74,8 @@ _STATE_FIELDS = (
 def redis_client(url: str, *, timeout: float) -> redis.Redis:
     """A client whose every call is bounded: connect and read timeouts, one immediate retry.
 
-    redis-py's default retries three times with backoff, which would stretch a hung Redis to
-    several times the timeout; one retry is enough to get past a pooled connection that a
+    redis-py 8's default retries ten times with jittered exponential backoff, which would stretch a
+    hung Redis to many times the timeout; one retry is enough to get past a pooled connection that a
     restarted Redis closed.
     """
     return redis.Redis.from_url(

@@ -1,28 +1,6 @@
-"""Slack incoming webhooks through ``slack_sdk``'s ``WebhookClient``.
-
-One POST per :meth:`SlackTransport.notify`, always with a timeout, and the answer mapped to
-success or a :class:`TransportError` that tells the caller what to do next:
-
-=====================================================  =========================================
-answer                                                 meaning
-=====================================================  =========================================
-200 ``ok``                                             delivered
-429                                                    retry, after ``Retry-After`` seconds
-5xx, 408, timeouts, refused/reset connections          retry with backoff
-401/403/404/410 (``invalid_token``, ``no_service``,    permanent, the channel is broken: show it
-``channel_not_found``, ``channel_is_archived``,        on the channel in the dashboard
-``action_prohibited``…)
-other 4xx (``invalid_payload``, ``invalid_blocks``…)   permanent for this message only
-any other answer, 2xx with another body included       permanent: not a Slack webhook, and a
-                                                       retry could post the message twice
-=====================================================  =========================================
-
-Slack's answers: see "Handling errors" for incoming webhooks (400 invalid_payload /
-user_not_found, 403 action_prohibited / invalid_token, 404 channel_not_found / no_service,
-410 channel_is_archived, 500 rollup_error).
-
-The webhook URL is a secret: nothing here logs it or puts it in an error message;
-:func:`mask_webhook_url` is the only way it is shown.
+"""Slack incoming webhooks through ``slack_sdk``'s ``WebhookClient``: one POST per ``notify()``,
+always with a timeout, the answer mapped to success or a ``TransportError``. The webhook URL is a
+secret: only ``mask_webhook_url`` shows it. Why: docs/decisions.md, "Slack transport".
 """
 
 from __future__ import annotations
@@ -181,7 +159,19 @@ def _shown_body(body: str) -> str:
 
 
 class SlackTransport(Transport):
-    """Posts a message to one Slack incoming webhook, once."""
+    """Posts a message to one Slack incoming webhook, once.
+
+    Its answers::
+
+        200 ok                                        delivered
+        429                                           retry, after Retry-After seconds
+        5xx, 408, timeouts, refused/reset connections retry with backoff
+        401/403/404/410 (invalid_token, no_service,   permanent, the channel is broken
+          channel_not_found, channel_is_archived, …)
+        other 4xx (invalid_payload, invalid_blocks …) permanent for this message only
+        any other answer, other 2xx bodies included   permanent: not a Slack webhook, and a
+                                                      retry could post the message twice
+    """
 
     def __init__(self, webhook_url: str, *, timeout: float | None = None) -> None:
         if timeout is None:

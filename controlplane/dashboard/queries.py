@@ -213,7 +213,7 @@ def _with_notices(entries: list[TimelineEntry]) -> tuple[list[TimelineEntry], st
 def removed_tools(*, transitions: list[ReportedTransition]) -> list[RemovedTool]:
     """The first moment each tool left the run's toolset, and which scope took it out.
 
-    A tool removed from a run stays removed for the rest of the run (DESIGN.md), so later
+    A tool removed from a run stays removed for the rest of the run (the breaker rules), so later
     transitions of the same tool do not give it back.
     """
     first: dict[str, RemovedTool] = {}

@@ -1,4 +1,4 @@
-"""ToolBreaker: the run-scope rules of DESIGN.md."""
+"""ToolBreaker: the run-scope rules."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Random sequences of outcomes (success, retryable, semantic, plain exceptions), trial requests
 and clock advances; after every step the real breaker must agree with a model written
-independently of it, in the plainest way the rules in DESIGN.md can be written.
+independently of it, in the plainest way the breaker rules can be written.
 """
 
 from __future__ import annotations

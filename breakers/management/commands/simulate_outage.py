@@ -1,4 +1,4 @@
-"""``python manage.py simulate_outage``: replay the search-vendor outage from DESIGN.md."""
+"""``python manage.py simulate_outage``: replay the search-vendor outage of the README."""
 
 from __future__ import annotations
 

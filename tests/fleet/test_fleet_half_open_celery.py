@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -18,25 +16,12 @@ import redis
 from breakers.models import FleetTransition, Incident, Probe, Tool, ToolPolicy
 from breakers.services import fleet_record_tool_calls
 from breakers.tasks import fleet_tick
+from tests.alerts.steps import Call
 from tests.processes import CeleryBeatProcess, CeleryWorkerProcess
 from tests.vendor_server import VendorServer
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.celery
-
-# Synthetic calls say nothing about when they happened: never older than a transition.
-NEVER_STALE = datetime.max.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Call:
-    event_id: str
-    tool: str
-    worker_id: str
-    outcome: str
-    trial: bool = False  # FleetCall.trial (a half-open trial call)
-    dedupe_id: str = ""  # FleetCall.dedupe_id (event_id when empty)
-    ts: datetime = NEVER_STALE  # when it happened: these tests drive time through ``now``
 
 
 class DuplicatedBeat:

@@ -607,7 +607,8 @@ class ControlPlane:
             if status == 413 and len(events) > 1:
                 # Too big for the server's limits: send it in halves (same ids, still once).
                 parts.pop()
-                parts += _halves(events, allowed)
+                half = len(events) // 2
+                parts += [(events[half:], allowed), (events[:half], allowed)]
                 errors = 0
                 continue
             if answer is _Answer.REFUSED:
@@ -638,7 +639,8 @@ class ControlPlane:
                         continue
                     if self._takes_batches():
                         parts.pop()
-                        self._drop_undeliverable(events[0], status, reply)
+                        if events:  # (an empty part carried only a drop report: now sent)
+                            self._drop_undeliverable(events[0], status, reply)
                         failures = 0
                         continue
                     # The server fails an empty batch too: it is down, not this event. Keep it,
@@ -661,9 +663,32 @@ class ControlPlane:
 
     def _takes_batches(self) -> bool:
         """Does the control plane take a batch at all right now (an empty one)? Tells an event
-        it cannot take from a control plane that is down behind a proxy answering 502."""
-        status, _, _ = self._request("POST", "/api/v1/events", self._empty_batch)
-        return status == 200
+        it cannot take from a control plane that is down behind a proxy answering 502.
+
+        The empty batch carries the drop report when one is due, like the failing batch did:
+        if only the report is what the server cannot take, the report is given up (logged)
+        rather than every event that would carry it, and False lets the event be tried again.
+        """
+        status, _, reply = self._request("POST", "/api/v1/events", self._body([]))
+        if status == 200:
+            self._acknowledge(reply)  # the drop report, if any, is now reported
+            return True
+        report = self._drop_report
+        if report is None or _classify(status, {}) is not _Answer.SERVER_ERROR:
+            return False
+        bare, _, _ = self._request("POST", "/api/v1/events", self._empty_batch)
+        if bare == 200:
+            logger.error(
+                "control plane answered HTTP %d to the report of %d dropped events while taking "
+                "an empty batch; giving up on reporting them: %.300r",
+                status,
+                report[1],
+                reply,
+            )
+            with self._lock:  # counted as reported, so _next_batch() does not report it again
+                self.stats.dropped_reported += report[1]
+                self._drop_report = None
+        return False
 
     def _drop_undeliverable(self, event: dict[str, Any], status: int, reply: Any) -> None:
         logger.error(

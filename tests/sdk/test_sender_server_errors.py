@@ -40,6 +40,7 @@ class ScriptedServer:
 
     def __init__(self, script: Callable[[Events, int], Answer]) -> None:
         self.script = script
+        self.fail_drop_reports = False  # answer 500 to any body carrying a drop report
         self.batches: list[Events] = []
         self.taken: list[Events] = []  # the batches answered 200
         self.lock = threading.Lock()
@@ -55,6 +56,8 @@ class ScriptedServer:
                     server.batches.append(body["events"])
                     nth = len(server.batches)
                 status, reply, headers = server.script(body["events"], nth)
+                if server.fail_drop_reports and "dropped" in body:
+                    status, reply, headers = 500, {"detail": "bug in the drop report"}, {}
                 if status == 200:
                     with server.lock:
                         server.taken.append(body["events"])
@@ -179,6 +182,26 @@ def test_a_server_that_500s_on_one_event_type_keeps_delivering_everything_else(
     assert len(dropped_lines) == 3
     assert all("breaker.transition" in line and "KeyError" in line for line in dropped_lines)
     assert all(any(event_id in line for line in dropped_lines) for event_id in bad)
+
+
+def test_a_drop_report_the_server_cannot_take_is_given_up_not_the_events_carrying_it(
+    serve: Callable[..., ScriptedServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = serve(lambda events, nth: accepted(events))
+    server.fail_drop_reports = True
+    plane = new_plane(server.url, max_buffer=5, batch_size=5, start=False)
+    play_run(plane, calls=2)  # 8 events into a buffer of 5: 3 dropped
+    sent = [event["id"] for event in buffered(plane)]
+    assert plane.stats.dropped == 3
+    with caplog.at_level(logging.ERROR, logger="breakers.sdk.client"):
+        plane.start()
+        assert plane.flush(timeout=30)
+        assert plane.close(timeout=5)
+
+    assert sorted(server.taken_ids()) == sorted(sent)  # every event went, once
+    stats = plane.stats
+    assert (stats.dropped, stats.undeliverable, stats.dropped_reported) == (3, 0, 3)
+    assert "giving up on reporting them" in caplog.text
 
 
 @pytest.mark.parametrize("status", [500, 502, 504])

@@ -733,7 +733,7 @@ class RunBreakers:
             return False
 
         for name, removal in worker.items():
-            if not is_offered(name):
+            if name in self._removed or name in added or not is_offered(name):
                 continue
             if name not in pinned and name not in added and not self._holds_trial(name):
                 remove(removal if removal.last_error else self._with_last_error(removal))

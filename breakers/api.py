@@ -18,10 +18,18 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import AuthorizationError, HttpError
 from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
+from pydantic import ConfigDict
 
 from breakers import services
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import OperatorAction, ProbeKind, ProbeMethod, ms_to_datetime
+from breakers.models import (
+    POLICY_BOUNDS,
+    OperatorAction,
+    ProbeKind,
+    ProbeMethod,
+    ToolPolicy,
+    ms_to_datetime,
+)
 from controlplane.api import AgentAuth, OperatorAuth, api, service_unavailable
 from dashboard.permissions import is_operator
 from runs.models import AgentToken
@@ -199,19 +207,29 @@ for _action, _slug, _summary in (
     _add_operator_route(_action, _slug, _summary)
 
 
+def _bounded(field: str) -> Any:
+    """A policy number's pydantic field: its bounds (``POLICY_BOUNDS``) in the 422 and schema."""
+    low, high = POLICY_BOUNDS[field]
+    return Field(None, ge=low, le=high, allow_inf_nan=False)
+
+
 class PolicyIn(Schema):
     """Only the fields sent change; null puts a field back to the settings default."""
 
-    threshold: int | None = Field(None, ge=1)
-    cooldown_seconds: float | None = Field(None, gt=0)
-    max_cooldown_seconds: float | None = Field(None, gt=0)
-    min_workers: int | None = Field(None, ge=1)
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: int | None = _bounded("threshold")
+    cooldown_seconds: float | None = _bounded("cooldown_seconds")
+    max_cooldown_seconds: float | None = _bounded("max_cooldown_seconds")
+    min_workers: int | None = _bounded("min_workers")
     probe_kind: ProbeKind | None = None
-    probe_url: str | None = None
+    probe_url: str | None = Field(None, max_length=ToolPolicy._meta.get_field("probe_url").max_length)
     probe_method: ProbeMethod | None = None
-    probe_expected_status: int | None = None
-    probe_timeout_seconds: float | None = None
-    probe_callable: str | None = None
+    probe_expected_status: int | None = _bounded("probe_expected_status")
+    probe_timeout_seconds: float | None = _bounded("probe_timeout_seconds")
+    probe_callable: str | None = Field(
+        None, max_length=ToolPolicy._meta.get_field("probe_callable").max_length
+    )
 
 
 # Fields whose empty value is "" or a fixed default rather than None in the database.

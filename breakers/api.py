@@ -142,8 +142,17 @@ def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
     return {"granted": grant.granted, "window": grant.window, "expires_at": expires}
 
 
+# A reason must hold something printable: the server strips it (str.strip) and refuses an
+# empty one with 400. The class is \s plus what Python counts as space and ECMA regexes do not.
+_NOT_BLANK = r"[^\s\x1c-\x1f\x85]"
+
+
 class ReasonIn(Schema):
-    reason: str = Field(..., max_length=services.MAX_REASON_CHARS)
+    reason: str = Field(
+        ...,
+        max_length=services.MAX_REASON_CHARS,
+        json_schema_extra={"minLength": 1, "pattern": _NOT_BLANK},
+    )
 
 
 class ActionOut(Schema):
@@ -223,7 +232,11 @@ class PolicyIn(Schema):
     max_cooldown_seconds: float | None = _bounded("max_cooldown_seconds")
     min_workers: int | None = _bounded("min_workers")
     probe_kind: ProbeKind | None = None
-    probe_url: str | None = Field(None, max_length=ToolPolicy._meta.get_field("probe_url").max_length)
+    probe_url: str | None = Field(
+        None,
+        max_length=ToolPolicy._meta.get_field("probe_url").max_length,
+        json_schema_extra={"pattern": "^$|^(https?|ftps?)://"},
+    )
     probe_method: ProbeMethod | None = None
     probe_expected_status: int | None = _bounded("probe_expected_status")
     probe_timeout_seconds: float | None = _bounded("probe_timeout_seconds")

@@ -28,7 +28,6 @@ from breakers.fleet.rules import (
 from breakers.probes import probe_callable_allowed
 from runs.models import AgentToken, BreakerState
 
-
 # The last millisecond Python's datetime can hold (9999-12-31T23:59:59.999Z).
 MAX_DATETIME_MS = 253_402_300_799_999
 
@@ -134,8 +133,8 @@ def policy_bound_error(field: str, value: float | None) -> str | None:
     return None
 
 
-def _policy_constraints() -> list[models.CheckConstraint]:
-    constraints = []
+def _policy_constraints() -> list[models.BaseConstraint]:
+    constraints: list[models.BaseConstraint] = []
     for field, (low, high) in POLICY_BOUNDS.items():
         within = models.Q(**{f"{field}__gte": low, f"{field}__lte": high})
         if field in _NULLABLE_POLICY_NUMBERS:

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import re_path
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from ninja import NinjaAPI
@@ -139,8 +140,59 @@ class BodyParser(Parser):
         return data
 
 
+# The replies any operation can give besides its own, stated in the schema so that a client
+# (and the fuzz pass, tests/fuzz) knows every status the server answers with.
+_COMMON_ERRORS: dict[int, str] = {
+    400: "The request is malformed (bad JSON, nested too deeply, not an object) or refused",
+    401: "No valid bearer token",
+    403: "The token is valid but may not do this (an operator action with an agent token, "
+    "a session without its CSRF token)",
+    404: "No such tool, or no such page",
+    413: "The body is larger than the server accepts",
+    422: "A field is missing, of the wrong type or out of its bounds; `detail` names each one",
+    429: "Too many requests: retry after `Retry-After` seconds",
+    503: "Redis or the database is unavailable: nothing was written, retry after `Retry-After`",
+}
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+_ERROR_BODY = {
+    "type": "object",
+    "properties": {"detail": {"description": "Why: a message, or a list of field errors"}},
+    "required": ["detail"],
+}
+
+
+def _with_common_errors(operation: dict[str, Any], *, has_path_params: bool) -> None:
+    responses = operation.setdefault("responses", {})
+    for status, description in _COMMON_ERRORS.items():
+        if status == 404 and not has_path_params:
+            continue
+        key = str(status)
+        if key in responses or status in responses:
+            continue
+        reply: dict[str, Any] = {
+            "description": description,
+            "content": {"application/json": {"schema": _ERROR_BODY}},
+        }
+        if status in _RETRY_AFTER_STATUSES:
+            reply["headers"] = {
+                "Retry-After": {
+                    "description": "Seconds to wait before sending again",
+                    "schema": {"type": "integer", "minimum": 0},
+                }
+            }
+        responses[key] = reply
+
+
 class ControlPlaneAPI(NinjaAPI):
     _routers_mounted = False
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(**kwargs)
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                if isinstance(operation, dict) and "responses" in operation:
+                    _with_common_errors(operation, has_path_params="{" in path)
+        return schema
 
     @property
     def urls(self) -> Any:
@@ -148,7 +200,14 @@ class ControlPlaneAPI(NinjaAPI):
             self._routers_mounted = True
             for prefix, dotted in ROUTERS:
                 self.add_router(prefix, import_string(dotted))
-        return super().urls
+        patterns, app_name, namespace = super().urls
+        # Last: a path no route matches (say a tool name holding a newline, which `path:` does
+        # not match) gets a JSON 404 like every other API reply, not the site's HTML page.
+        return [*patterns, re_path(r"^[\s\S]*$", _not_found)], app_name, namespace
+
+
+def _not_found(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"detail": "Not Found: no such API path"}, status=404)
 
 
 api = ControlPlaneAPI(

@@ -32,9 +32,44 @@ def test_deeply_nested_json_is_a_400_naming_the_problem(
 ) -> None:
     report("w1", "web_search", "success")
     response = getattr(client, method)(
-        path, body, content_type="application/json", headers={"Authorization": f"Bearer {operator_token}"}
+        path,
+        body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {operator_token}"},
     )
     assert response.status_code in (400, 422), response.content[:500]
     if len(body) > 10_000:
         assert response.status_code == 400
         assert b"nest" in response.content
+
+
+def test_an_api_path_no_route_matches_is_a_json_404(client: Client, operator_token: str) -> None:
+    # `path:` does not match a newline: this never reaches a view.
+    response = client.get(
+        "/api/v1/tools/a%0Ab", headers={"Authorization": f"Bearer {operator_token}"}
+    )
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ("[1, 2]", 400, b"JSON object"),
+        ('{"reason": NaN}', 400, b"not valid JSON"),
+        ("{", 400, b"not valid JSON"),
+        (b"\xff\xfe", 400, b"not valid JSON"),
+    ],
+)
+def test_a_body_that_is_not_a_json_object_is_a_400_saying_why(
+    client: Client, operator_token: str, report: Report, body: str, status: int, message: bytes
+) -> None:
+    report("w1", "web_search", "success")
+    response = client.post(
+        "/api/v1/tools/web_search/force-open",
+        body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {operator_token}"},
+    )
+    assert response.status_code == status, response.content
+    assert message in response.content

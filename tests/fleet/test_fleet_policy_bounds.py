@@ -166,9 +166,7 @@ def test_a_reset_of_a_tool_with_a_huge_cooldown_is_applied_and_audited(
 ) -> None:
     report("w1", "web_search", "retryable", "retryable", "retryable")
     report("w2", "web_search", "retryable", "retryable")
-    _break_in_redis(
-        fleet_redis, "web_search", open_until="1.0000017646336e+18", cooldown="1e+18"
-    )
+    _break_in_redis(fleet_redis, "web_search", open_until="1.0000017646336e+18", cooldown="1e+18")
     row = fleet_operator_action(
         tool_name="web_search", action=OperatorActionKind.RESET, reason="stuck", user=_operator()
     )

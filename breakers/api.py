@@ -142,16 +142,20 @@ def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
     return {"granted": grant.granted, "window": grant.window, "expires_at": expires}
 
 
-# A reason must hold something printable: the server strips it (str.strip) and refuses an
-# empty one with 400. The class is \s plus what Python counts as space and ECMA regexes do not.
-_NOT_BLANK = r"[^\s\x1c-\x1f\x85]"
+# A reason must hold something printable and no NUL (PostgreSQL text cannot store it): the
+# server strips it (str.strip) and refuses an empty one with 400. The class is \s plus what
+# Python counts as space and ECMA regexes do not.
+_REASON_PATTERN = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
+# What the model's fields can hold: no control characters in a URL, a dotted Python path.
+_PROBE_URL_PATTERN = r"^$|^(https?|ftps?)://[^\x00-\x20\x7f]*$"
+_DOTTED_PATH_PATTERN = r"^$|^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 
 
 class ReasonIn(Schema):
     reason: str = Field(
         ...,
         max_length=services.MAX_REASON_CHARS,
-        json_schema_extra={"minLength": 1, "pattern": _NOT_BLANK},
+        json_schema_extra={"minLength": 1, "pattern": _REASON_PATTERN},
     )
 
 
@@ -235,13 +239,15 @@ class PolicyIn(Schema):
     probe_url: str | None = Field(
         None,
         max_length=ToolPolicy._meta.get_field("probe_url").max_length,
-        json_schema_extra={"pattern": "^$|^(https?|ftps?)://"},
+        pattern=_PROBE_URL_PATTERN,
     )
     probe_method: ProbeMethod | None = None
     probe_expected_status: int | None = _bounded("probe_expected_status")
     probe_timeout_seconds: float | None = _bounded("probe_timeout_seconds")
     probe_callable: str | None = Field(
-        None, max_length=ToolPolicy._meta.get_field("probe_callable").max_length
+        None,
+        max_length=ToolPolicy._meta.get_field("probe_callable").max_length,
+        pattern=_DOTTED_PATH_PATTERN,
     )
 
 

@@ -584,6 +584,10 @@ def fleet_trial_acquire(
 
 
 def _existing_tool(name: str) -> Tool:
+    # No tool has a NUL in its name (ingest refuses control characters), and PostgreSQL could
+    # not even compare one: it is simply unknown.
+    if "\x00" in name or len(name) > Tool._meta.get_field("name").max_length:  # type: ignore[operator]
+        raise UnknownToolError(f"no tool named {name!r} has reported to the fleet")
     tool = Tool.objects.select_related("policy").filter(name=name).first()
     if tool is None:
         raise UnknownToolError(f"no tool named {name!r} has reported to the fleet")
@@ -594,6 +598,8 @@ def _clean_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise FleetInputError("a reason is required: say why, it is shown to everyone")
+    if "\x00" in reason:
+        raise FleetInputError("the reason holds a NUL character")
     if len(reason) > MAX_REASON_CHARS:
         raise FleetInputError(f"the reason is longer than {MAX_REASON_CHARS} characters")
     return reason

@@ -73,3 +73,32 @@ def test_a_body_that_is_not_a_json_object_is_a_400_saying_why(
     )
     assert response.status_code == status, response.content
     assert message in response.content
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("post", "/api/v1/tools/web_search/force-open", {"reason": "down\u0000"}, 400),
+        ("put", "/api/v1/tools/web_search/policy", {"probe_callable": "a\u0000b"}, 422),
+        ("put", "/api/v1/tools/web_search/policy", {"probe_url": "http://x.test/\u0000"}, 422),
+        ("get", "/api/v1/tools/web%00search", None, 404),
+        ("post", "/api/v1/tools/web%00search/reset", {"reason": "r"}, 404),
+        ("post", "/api/v1/tools/web%00search/trial", {"worker_id": "w1"}, 404),
+        ("get", "/api/v1/tools/" + "x" * 300, None, 404),
+    ],
+)
+def test_a_nul_character_anywhere_is_a_4xx_not_a_database_error(
+    client: Client,
+    operator_token: str,
+    report: Report,
+    method: str,
+    path: str,
+    body: object,
+    status: int,
+) -> None:
+    report("w1", "web_search", "success")
+    kwargs = {"content_type": "application/json"} if body is not None else {}
+    response = getattr(client, method)(
+        path, body, headers={"Authorization": f"Bearer {operator_token}"}, **kwargs
+    )
+    assert response.status_code == status, response.content

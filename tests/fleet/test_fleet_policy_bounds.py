@@ -219,3 +219,23 @@ def test_an_operator_action_whose_audit_row_cannot_be_written_never_reaches_redi
             user=_operator(),
         )
     assert fleet_store().details("web_search")[0]["forced"] == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("BREAKER_COOLDOWN_SECONDS", 1e15),
+        ("BREAKER_THRESHOLD", 0),
+        ("BREAKER_TRIAL_LEASE_SECONDS", 1e12),
+        ("BREAKER_TICK_SECONDS", 0),
+    ],
+)
+def test_out_of_bounds_fleet_settings_fail_the_system_checks(
+    settings: Any, name: str, value: float
+) -> None:
+    from breakers.checks import check_breaker_settings
+
+    assert check_breaker_settings() == []
+    setattr(settings, name, value)
+    errors = check_breaker_settings()
+    assert errors and name in errors[0].msg

@@ -729,12 +729,12 @@ def fleet_tool_details(*, tool_name: str) -> dict[str, Any]:
     return {
         "tool": tool.name,
         "state": fields.get("forced") or fields.get("auto") or tool.state,
-        "consecutive": int(fields.get("consec") or 0),
+        "consecutive": as_int(fields.get("consec")),
         "workers": workers,
         "streak_events": streak,
-        "window": int(fields.get("window") or 0),
-        "cooldown_ms": int(fields.get("cooldown") or 0) or effective.cooldown_ms,
-        "open_until": ms_to_datetime(int(fields.get("open_until") or 0)),
+        "window": as_int(fields.get("window")),
+        "cooldown_ms": as_int(fields.get("cooldown")) or effective.cooldown_ms,
+        "open_until": ms_to_datetime(as_int(fields.get("open_until"))),
         "lease_holder": fields.get("lh", ""),
         "policy": {
             "threshold": effective.threshold,

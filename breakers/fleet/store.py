@@ -421,7 +421,7 @@ class FleetStore:
         fields, workers, streak = pipe.execute()
         return (
             {_text(k): _text(v) for k, v in fields.items()},
-            {_text(k): int(v) for k, v in workers.items()},
+            {_text(k): as_int(v) for k, v in workers.items()},
             [_text(event) for event in streak],
         )
 

@@ -17,7 +17,13 @@ from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import POLICY_BOUNDS, OperatorAction, Tool, ToolPolicy
-from breakers.services import fleet_operator_action, fleet_store, fleet_tick
+from breakers.services import (
+    fleet_operator_action,
+    fleet_state,
+    fleet_store,
+    fleet_tick,
+    fleet_tool_details,
+)
 from tests.fleet.conftest import Report
 
 pytestmark = pytest.mark.django_db
@@ -138,6 +144,10 @@ def test_one_tool_with_exponent_form_values_in_redis_does_not_stop_the_tick(
         fleet_tick(now=timezone.now() + timedelta(hours=1))
     assert Tool.objects.get(name="good_tool").state == "half_open"
     assert Tool.objects.get(name="bad_tool").state == "open"
+    # The readers of the hash survive it too: the agents' fleet view and the operator's page.
+    assert fleet_state().tools["bad_tool"]["state"] == "open"
+    details = fleet_tool_details(tool_name="bad_tool")
+    assert details["open_until"].year == 9999
 
 
 def test_an_exception_in_one_tools_step_is_logged_and_skipped(

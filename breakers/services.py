@@ -447,16 +447,32 @@ def fleet_tick(*, now: datetime | None = None) -> list[ProbeOrder]:
     _reconcile(states, ms)  # first: a lost transition comes before the ones this tick makes
     orders = []
     for name, tool in states.items():
-        trial = tool.trial or store.defaults.trial.value
-        if tool.auto is State.OPEN and tool.open_until <= ms:
-            tracked, after, trial = _with_restore(name, partial(store.advance, name, now=ms))
-            _persist(name, tracked)
-            if after.auto == "half_open" and trial == TrialMode.PROBE:
-                orders.append(ProbeOrder(name, after.window))
-        elif tool.auto is State.HALF_OPEN and trial == TrialMode.PROBE and tool.lease_until <= ms:
-            orders.append(ProbeOrder(name, tool.window))
-    _repair_incidents()
+        # One tool at a time: a damaged hash, a database error or a bug met by one tool is
+        # logged and that tool skipped; it must never stop the others from recovering.
+        try:
+            order = _tick_tool(store, name, tool, ms)
+        except Exception:
+            logger.exception("fleet tick: skipped tool %r after an error", name)
+            continue
+        if order is not None:
+            orders.append(order)
+    try:
+        _repair_incidents()
+    except Exception:
+        logger.exception("fleet tick: repairing incidents failed")
     return orders
+
+
+def _tick_tool(store: FleetStore, name: str, tool: ToolState, ms: int) -> ProbeOrder | None:
+    trial = tool.trial or store.defaults.trial.value
+    if tool.auto is State.OPEN and tool.open_until <= ms:
+        tracked, after, trial = _with_restore(name, partial(store.advance, name, now=ms))
+        _persist(name, tracked)
+        if after.auto == "half_open" and trial == TrialMode.PROBE:
+            return ProbeOrder(name, after.window)
+    elif tool.auto is State.HALF_OPEN and trial == TrialMode.PROBE and tool.lease_until <= ms:
+        return ProbeOrder(name, tool.window)
+    return None
 
 
 # Longer than any ingest transaction can run (its statement timeout is 15 s): a transition that
@@ -478,23 +494,30 @@ def _reconcile(states: Mapping[str, ToolState], now_ms: int) -> None:
             continue
         if now_ms - changed_at < RECONCILE_AFTER_MS:
             continue  # its ingest transaction may still be committing it
-        tool, _ = Tool.objects.get_or_create(name=name)
-        change = Transition(
-            seq=seq,
-            at=changed_at,
-            from_state=State(tool.state),
-            to_state=after.state,
-            auto_from=State(tool.auto_state),
-            auto_to=after.auto,
-            forced=after.forced,
-            kind=CauseKind.RECONCILE,
-            cause={"persisted_seq": tool.seq},
-            reason=after.reason,
-        )
         try:
-            _persist(name, [TrackedTransition(change, after)])
-        except IntegrityError:
-            continue  # persisted meanwhile after all
+            _reconcile_tool(name, after)
+        except Exception:
+            logger.exception("fleet tick: could not reconcile tool %r", name)
+
+
+def _reconcile_tool(name: str, after: ToolState) -> None:
+    tool, _ = Tool.objects.get_or_create(name=name)
+    change = Transition(
+        seq=after.seq,
+        at=after.changed_at,
+        from_state=State(tool.state),
+        to_state=after.state,
+        auto_from=State(tool.auto_state),
+        auto_to=after.auto,
+        forced=after.forced,
+        kind=CauseKind.RECONCILE,
+        cause={"persisted_seq": tool.seq},
+        reason=after.reason,
+    )
+    try:
+        _persist(name, [TrackedTransition(change, after)])
+    except IntegrityError:
+        return  # persisted meanwhile after all
 
 
 def _repair_incidents() -> None:
@@ -588,6 +611,10 @@ def fleet_trial_acquire(
 
 
 def _existing_tool(name: str) -> Tool:
+    # No tool has a NUL in its name (ingest refuses control characters), and PostgreSQL could
+    # not even compare one: it is simply unknown.
+    if "\x00" in name or len(name) > Tool._meta.get_field("name").max_length:  # type: ignore[operator]
+        raise UnknownToolError(f"no tool named {name!r} has reported to the fleet")
     tool = Tool.objects.select_related("policy").filter(name=name).first()
     if tool is None:
         raise UnknownToolError(f"no tool named {name!r} has reported to the fleet")
@@ -598,6 +625,8 @@ def _clean_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise FleetInputError("a reason is required: say why, it is shown to everyone")
+    if "\x00" in reason:
+        raise FleetInputError("the reason holds a NUL character")
     if len(reason) > MAX_REASON_CHARS:
         raise FleetInputError(f"the reason is longer than {MAX_REASON_CHARS} characters")
     return reason
@@ -632,8 +661,7 @@ def fleet_operator_action(
     applied = False
     try:
         with transaction.atomic():
-            # The audit row first: if it cannot be written, Redis is never touched. Only a failed
-            # commit after the Redis step can leave the action applied without its row.
+            # The audit row first: if it cannot be written, Redis is never touched.
             row = OperatorAction.objects.create(
                 tool=tool,
                 action=action,
@@ -653,16 +681,29 @@ def fleet_operator_action(
             applied = True
             row.before, row.after = result.before.as_json(), result.after.as_json()
             row.save(update_fields=["before", "after"])
-            _persist(
-                tool.name,
-                result.transitions,
-                operator_action=row,
-                extra_cause={"actor": actor, "operator_action": row.pk},
-            )
+            # Redis has applied it: from here on nothing may undo the audit row. A failure to
+            # record the transition is logged and left to the tick's reconcile (it records the
+            # state Redis holds); answering 500 would tell the operator it did not happen.
+            try:
+                with transaction.atomic():
+                    _persist(
+                        tool.name,
+                        result.transitions,
+                        operator_action=row,
+                        extra_cause={"actor": actor, "operator_action": row.pk},
+                    )
+            except Exception:
+                logger.exception(
+                    "operator action %s on %r by %s is applied and audited, but its transition "
+                    "was not recorded; the fleet tick reconciles it",
+                    action.value,
+                    tool.name,
+                    actor,
+                )
     except Exception:
         if applied:
-            # Redis has the action, the database has no audit row for it: never silent. The
-            # tick's reconcile records the state Redis holds within RECONCILE_AFTER_MS.
+            # Only a failed commit gets here: Redis has the action, the database has no audit
+            # row for it. Never silent; the tick's reconcile records the state Redis holds.
             logger.error(
                 "operator action %s on %r by %s (reason %r) was applied in Redis but its audit "
                 "row was not committed",

@@ -13,6 +13,7 @@ settings with socket timeouts), so the same code runs in tests, benchmarks and p
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ __all__ = [
     "ToolDetails",
     "ToolState",
     "TrackedTransition",
+    "as_int",
     "redis_client",
 ]
 
@@ -85,6 +87,26 @@ def redis_client(url: str, *, timeout: float) -> redis.Redis:
         retry=Retry(NoBackoff(), 1),
         health_check_interval=30,
     )
+
+
+def as_int(value: str | bytes | float | None) -> int:
+    """A number field of a tool's hash as an int; never raises.
+
+    Lua writes a number beyond 1e14 in exponent form (``1e+18``, what an unbounded cooldown once
+    made), which ``int()`` refuses; anything unreadable counts as 0 (unset) so that one damaged
+    hash cannot stop the readers of every tool.
+    """
+    if value is None or value == "" or value == b"":
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0
+    return int(number) if math.isfinite(number) else 0
 
 
 @cache
@@ -154,11 +176,11 @@ class ToolState:
         """From the raw fields of the state hash (a snapshot row or ``details()``)."""
 
         def number(name: str) -> int:
-            return int(fields.get(name) or 0)
+            return as_int(fields.get(name))
 
         return cls(
-            auto=State(fields.get("auto") or State.CLOSED),
-            forced=Forced(fields.get("forced") or ""),
+            auto=_member(State, fields.get("auto"), State.CLOSED),
+            forced=_member(Forced, fields.get("forced"), Forced.NONE),
             consecutive=number("consec"),
             cooldown_ms=number("cooldown"),
             open_until=number("open_until"),
@@ -230,8 +252,7 @@ class PolicyOverrides:
     @classmethod
     def from_hash(cls, fields: Mapping[str, str]) -> PolicyOverrides:
         def number(name: str) -> int | None:
-            value = fields.get(name)
-            return int(value) if value else None
+            return as_int(fields[name]) if fields.get(name) else None
 
         trial = fields.get("p_trial")
         return cls(
@@ -508,6 +529,14 @@ def _transitions(data: Mapping[str, Any]) -> list[TrackedTransition]:
     return [TrackedTransition.from_script(item) for item in data.get("transitions") or []]
 
 
+def _member[E: (State, Forced)](kind: type[E], value: str | None, default: E) -> E:
+    """A state field as its enum; a damaged value reads as the default, like ``as_int``."""
+    try:
+        return kind(value) if value else default
+    except ValueError:
+        return default
+
+
 def _state_of(values: Sequence[bytes | str | None]) -> ToolState | None:
     """A ``_STATE_FIELDS`` reply; None without a seq (the hash is lost, or not restored yet)."""
     if values[0] is None:
@@ -517,7 +546,7 @@ def _state_of(values: Sequence[bytes | str | None]) -> ToolState | None:
 
 
 def _counts(hash_reply: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
-    return {_text(k): int(v) for k, v in hash_reply.items()}
+    return {_text(k): as_int(v) for k, v in hash_reply.items()}
 
 
 def _text(value: bytes | str) -> str:

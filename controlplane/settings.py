@@ -148,7 +148,7 @@ FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
 # An outcome that happened this long before a tool's last transition is stale and ignored by the
-# fleet breaker (a margin for agents' clock skew; see breakers.services._stale_before).
+# fleet breaker (a margin for agents' clock skew; see breakers.services.commands).
 BREAKER_STALE_OUTCOME_SECONDS = envfloat("BREAKER_STALE_OUTCOME_SECONDS", 2.0)
 # Longer than one exhausted call (31 s in the outage we design for), so a trial can finish.
 BREAKER_TRIAL_LEASE_SECONDS = envfloat("BREAKER_TRIAL_LEASE_SECONDS", 120.0)

@@ -194,14 +194,14 @@ def _operator() -> Any:
 def test_an_operator_action_whose_recording_fails_after_redis_keeps_its_audit_row(
     report: Report, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import breakers.services as services
+    from breakers.services import commands
 
     report("w1", "web_search", "success")
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ValueError("year 33658 is out of range")
 
-    monkeypatch.setattr(services, "_persist", broken)
+    monkeypatch.setattr(commands, "persist_transitions", broken)
     row = fleet_operator_action(
         tool_name="web_search",
         action=OperatorActionKind.FORCE_OPEN,

@@ -1,0 +1,56 @@
+"""Fleet breaker services, the Django shell around the Redis store: operators' and agents' commands,
+the beat's maintenance (tick, rebuild, reconcile), and read-only selectors. Redis decides, the
+database records each transition (``transitions``). Why: docs/decisions.md, "Fleet breaker".
+"""
+
+from __future__ import annotations
+
+from breakers.services.commands import (
+    POLICY_FIELDS,
+    fleet_operator_action,
+    fleet_policy_sync,
+    fleet_probe,
+    fleet_record_tool_calls,
+    fleet_trial_acquire,
+    tool_policy_update,
+)
+from breakers.services.errors import (
+    MAX_REASON_CHARS,
+    FleetError,
+    FleetInputError,
+    NotForcedError,
+    UnknownToolError,
+)
+from breakers.services.maintenance import ProbeOrder, fleet_rebuild, fleet_tick
+from breakers.services.selectors import (
+    FleetView,
+    fleet_state,
+    fleet_state_from_database,
+    fleet_tool_details,
+)
+from breakers.services.transitions import FLEET_STORE_ERRORS, FleetCall, fleet_store
+
+__all__ = [
+    "FLEET_STORE_ERRORS",
+    "MAX_REASON_CHARS",
+    "POLICY_FIELDS",
+    "FleetCall",
+    "FleetError",
+    "FleetInputError",
+    "FleetView",
+    "NotForcedError",
+    "ProbeOrder",
+    "UnknownToolError",
+    "fleet_operator_action",
+    "fleet_policy_sync",
+    "fleet_probe",
+    "fleet_rebuild",
+    "fleet_record_tool_calls",
+    "fleet_state",
+    "fleet_state_from_database",
+    "fleet_store",
+    "fleet_tick",
+    "fleet_tool_details",
+    "fleet_trial_acquire",
+    "tool_policy_update",
+]

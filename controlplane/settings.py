@@ -166,6 +166,22 @@ INGEST_MAX_BODY_BYTES = envint("INGEST_MAX_BODY_BYTES", 1_048_576)
 INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", 1000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
 
+# --- OTLP/HTTP trace receiver, POST /v1/traces (issue 15; docs/api.md "OpenTelemetry"). ---
+# Exporters batch up to 512 spans and GenAI spans carry whole prompts, so the limit is larger
+# than the events API's; an exporter does not retry a 413, so a too-small limit loses spans.
+OTLP_MAX_BODY_BYTES = envint("OTLP_MAX_BODY_BYTES", 16_777_216)
+OTLP_MAX_SPANS = envint("OTLP_MAX_SPANS", 5000)
+# Tool errors that mean "rejected for its arguments" (semantic, never counted by a breaker):
+# error.type / exception.type names (full or last dotted part) and HTTP statuses.
+OTLP_SEMANTIC_ERROR_TYPES = envlist(
+    "OTLP_SEMANTIC_ERROR_TYPES",
+    ["ModelRetry", "ToolRetryError", "ValidationError", "invalid_arguments"],
+)
+OTLP_SEMANTIC_HTTP_STATUSES = [
+    int(code) for code in envlist("OTLP_SEMANTIC_HTTP_STATUSES", ["400", "404", "409", "422"])
+]
+OTLP_MCP_TOOL_SPANS = envbool("OTLP_MCP_TOOL_SPANS", True)
+
 # --- Slack ---
 SLACK_WEBHOOK_URL = envstr("SLACK_WEBHOOK_URL", "")
 SLACK_TIMEOUT_SECONDS = envfloat("SLACK_TIMEOUT_SECONDS", 5.0)

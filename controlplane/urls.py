@@ -7,6 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from controlplane.api import api
+from runs.otlp.views import post_traces
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -14,5 +15,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
+    # OTLP/HTTP exporters append /v1/traces to their endpoint (issue 15).
+    path("v1/traces", post_traces, name="otlp-traces"),
     path("", include("dashboard.urls")),
 ]

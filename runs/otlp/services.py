@@ -1,0 +1,107 @@
+"""Apply an OTLP export: map its spans and hand each worker's events to ``ingest_batch``.
+
+The ingest service does the checking, dedupe, exactly-once and the fleet hook, exactly as for
+``POST /api/v1/events``. What events cannot say about a run (it came from OTLP, its cost was
+estimated, its outermost agent span's name, start and end) is applied right after, in the same
+transaction, with rules that give the same row whatever order the spans arrive in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from runs.models import Run, RunSource, RunStatus
+from runs.otlp.decode import DecodedExport
+from runs.otlp.mapping import MappingConfig, RunFacts, map_spans
+from runs.otlp.pricing import price_tokens
+from runs.services import ingest_batch
+
+__all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
+
+_MAX_REASONS = 3
+
+
+@dataclass(slots=True)
+class OtlpResult:
+    spans: int = 0
+    ignored: int = 0
+    rejected_spans: set[int] = field(default_factory=set)
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def error_message(self) -> str:
+        return "; ".join(self.reasons[:_MAX_REASONS])
+
+
+def mapping_config() -> MappingConfig:
+    return MappingConfig(
+        semantic_error_types=frozenset(settings.OTLP_SEMANTIC_ERROR_TYPES),
+        semantic_http_statuses=frozenset(settings.OTLP_SEMANTIC_HTTP_STATUSES),
+        mcp_tool_spans=settings.OTLP_MCP_TOOL_SPANS,
+        pricer=price_tokens,
+    )
+
+
+def ingest_otlp_export(*, export: DecodedExport, config: MappingConfig) -> OtlpResult:
+    """Apply every mappable span once; report the spans that could not be applied."""
+    result = OtlpResult(spans=len(export.spans) + len(export.invalid))
+    for position, reason in export.invalid:
+        result.rejected_spans.add(position)
+        result.reasons.append(f"span {position}: {reason}")
+    mapped = map_spans(export.spans, config=config)
+    result.ignored = mapped.ignored
+    for worker_id, events in mapped.batches.items():
+        runs = [facts for facts in mapped.runs.values() if facts.worker_id == worker_id]
+        with transaction.atomic():
+            reply = ingest_batch(worker_id=worker_id, events=events)
+            for facts in runs:
+                _apply_run_facts(facts)
+        for rejection in reply.rejected:
+            span = mapped.span_of_event.get(rejection.event_id or "", -1)
+            result.rejected_spans.add(span)
+            result.reasons.append(f"{_what(events[rejection.index])}: {rejection.reason}")
+    return result
+
+
+def _what(event: dict[str, object]) -> str:
+    return f"{event.get('type')} {event.get('id')}"
+
+
+def _apply_run_facts(facts: RunFacts) -> None:
+    """Order-independent corrections: the earliest start wins, the earliest-starting agent span
+    names the run and decides its end, an estimated cost stays marked."""
+    run = Run.objects.select_for_update().filter(run_id=facts.run_id).first()
+    if run is None:  # its run.started was rejected; the reply says why
+        return
+    changed = {"source"} if run.source != RunSource.OTLP else set()
+    run.source = RunSource.OTLP
+    first = _datetime(facts.first_start_ns)
+    if first < run.started_at:
+        run.started_at = first
+        changed.add("started_at")
+    if facts.cost_estimated and not run.cost_estimated:
+        run.cost_estimated = True
+        changed.add("cost_estimated")
+    if facts.conversation_id and not run.conversation_id:
+        run.conversation_id = facts.conversation_id
+        changed.add("conversation_id")
+    agent = facts.agent
+    if agent is not None and _datetime(agent.start_ns) <= run.started_at:
+        run.agent = agent.name
+        run.finished_at = _datetime(agent.end_ns)
+        run.status = RunStatus.FAILED if agent.failed else RunStatus.COMPLETED
+        changed |= {"agent", "finished_at", "status"}
+    if run.finished_at is not None and changed & {"started_at", "finished_at"}:
+        run.duration_ms = max(0, int((run.finished_at - run.started_at).total_seconds() * 1000))
+        changed.add("duration_ms")
+    if changed:
+        run.save(update_fields=sorted(changed))
+
+
+def _datetime(unix_ns: int) -> datetime:
+    seconds, nanos = divmod(unix_ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=nanos // 1000)

@@ -83,6 +83,7 @@ class RunFacts:
     cost_estimated: bool = False
     conversation_id: str = ""
     started: dict[str, Any] = field(default_factory=dict)  # this export's run.started event
+    finished: dict[str, Any] = field(default_factory=dict)  # and its run.finished, if any
 
 
 @dataclass(slots=True)
@@ -111,17 +112,26 @@ def worker_id_for(resource: dict[str, Any]) -> str:
 
 def map_spans(spans: Iterable[SpanRecord], *, config: MappingConfig) -> MappedExport:
     out = MappedExport()
+    seen: set[tuple[str, str]] = set()
     for position, span in enumerate(spans):
         kind = _span_kind(span, config)
         if kind is None:
             out.ignored += 1
             continue
+        if (span.trace_id, span.span_id) in seen:
+            continue  # the same span twice in one export (a retrying proxy): apply it once
+        seen.add((span.trace_id, span.span_id))
         worker_id = worker_id_for(span.resource)
         run_id = run_id_for(span)
         facts = _facts(out, span, run_id=run_id, worker_id=worker_id)
         if kind == "agent":
-            _note_agent(facts, span)
-            event = _run_finished(span, run_id)
+            finished = _run_finished(span, run_id)
+            if not _note_agent(facts, span):
+                continue  # a later-starting (inner) agent span of a run already in this export
+            if facts.finished:
+                facts.finished.update(finished)  # one run.finished per run and export
+                continue
+            event = facts.finished = finished
         elif kind == "tool":
             event = _tool_call(span, run_id, config)
         else:
@@ -174,13 +184,16 @@ def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) 
     return facts
 
 
-def _note_agent(facts: RunFacts, span: SpanRecord) -> None:
+def _note_agent(facts: RunFacts, span: SpanRecord) -> bool:
+    """Keep the earliest-starting agent span of the run (the outermost); True if it is this."""
     name = span.attributes.get("gen_ai.agent.name")
     if not isinstance(name, str) or not name:
         name = span.name.removeprefix("invoke_agent").strip() or "agent"
     agent = AgentSpan(name[:200], span.start_ns, span.end_ns, _failed(span))
     if facts.agent is None or agent.start_ns < facts.agent.start_ns:
         facts.agent = agent
+        return True
+    return False
 
 
 def _run_finished(span: SpanRecord, run_id: str) -> dict[str, Any]:

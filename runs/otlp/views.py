@@ -8,6 +8,7 @@ what may be, and the reply in the request's own encoding.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import redis
 from django.conf import settings
@@ -135,5 +136,5 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _json(status: int, document: dict[str, object]) -> HttpResponse:
+def _json(status: int, document: Mapping[str, object]) -> HttpResponse:
     return HttpResponse(json.dumps(document), status=status, content_type=JSON)

@@ -52,7 +52,7 @@ def post_spans(client: Client, agent_token: str) -> PostSpans:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         response = client.post(TRACES_URL, body, content_type=content_type, headers=headers)
-        response.partial = _partial(response, encoding)
+        response.partial = _partial(response, encoding)  # type: ignore[attr-defined]
         return response
 
     return post

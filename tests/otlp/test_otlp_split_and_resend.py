@@ -3,6 +3,7 @@ exports, reordered and resent, the rows written are the same."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ def deliveries(draw: st.DrawFn) -> list[tuple[list[FakeSpan], str]]:
     bounds = [0, *cuts, len(sequence)]
     return [
         (sequence[start:end], draw(st.sampled_from(["protobuf", "json"])))
-        for start, end in zip(bounds, bounds[1:], strict=False)
+        for start, end in itertools.pairwise(bounds)
     ]
 
 

@@ -2,7 +2,7 @@
 
 OTLP/JSON writes trace and span ids as hex, not as protobuf's base64 for bytes; protobuf's own
 JSON parser would silently read a hex id as base64 (a 32-hex-digit trace id decodes to 24 bytes).
-So ids are checked and converted here before the generic parser sees the document.
+So JSON bodies are read here directly, ids as hex, and a bad id rejects its span by name.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -87,7 +86,7 @@ def decode_export(
                 f"body is not an OTLP protobuf ExportTraceServiceRequest: {exc}"
             ) from None
     elif content_type == JSON:
-        request = _parse_json(raw)
+        return _parse_json(raw)
     else:
         raise BadExport(
             f"Content-Type {content_type!r} is not supported; send {PROTOBUF} or {JSON}",
@@ -117,53 +116,163 @@ def _decompress(body: bytes, encoding: str, *, max_bytes: int) -> bytes:
     return raw
 
 
-def _parse_json(raw: bytes) -> ExportTraceServiceRequest:
+def _parse_json(raw: bytes) -> DecodedExport:
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadExport(f"body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise BadExport("body must be a JSON object with 'resourceSpans'")
-    _hex_ids_to_base64(document)
-    request = ExportTraceServiceRequest()
-    try:
-        json_format.ParseDict(document, request, ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
-        raise BadExport(f"body is not an OTLP/JSON trace export: {exc}") from None
-    # Spans whose ids were not hex now have an empty id, which _flatten reports as invalid.
-    return request
+    return _flatten_json(document)
 
 
-def _hex_ids_to_base64(document: dict[str, Any]) -> None:
-    """Rewrite every span's hex ids in place as the base64 protobuf's parser expects. An id
-    that is not hex of the right length is blanked, so the span is reported as invalid."""
-    for resource_spans in _list(document.get("resourceSpans")):
-        for scope_spans in _list(_dict(resource_spans).get("scopeSpans")):
-            for span in _list(_dict(scope_spans).get("spans")):
-                if not isinstance(span, dict):
-                    continue
-                for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
-                    if key in span:
-                        span[key] = _hex_to_base64(span[key], size, optional=key == "parentSpanId")
-                span.pop("links", None)  # links are not used; dropping them skips their ids
+def _flatten_json(document: dict[str, Any]) -> DecodedExport:
+    """OTLP/JSON read directly (protobuf's generic JSON parser is slow and misreads hex ids):
+    camelCase keys, ids in hex, 64-bit integers as numbers or strings, enums as integers (their
+    names are accepted too). Unknown keys are ignored."""
+    out = DecodedExport()
+    position = 0
+    for i, resource_spans in enumerate(_array(document, "resourceSpans", "")):
+        where = f"resourceSpans[{i}]"
+        resource = _json_attributes(_object(resource_spans, "resource", where).get("attributes"))
+        for j, scope_spans in enumerate(_array(resource_spans, "scopeSpans", where)):
+            for span in _array(scope_spans, "spans", f"{where}.scopeSpans[{j}]"):
+                try:
+                    out.spans.append(_json_span(span, resource))
+                except ValueError as exc:
+                    out.invalid.append((position, str(exc)))
+                position += 1
+    return out
 
 
-def _hex_to_base64(value: object, size: int, *, optional: bool) -> str:
-    if not isinstance(value, str) or (optional and value == ""):
+def _array(parent: object, key: str, where: str) -> list[Any]:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadExport(f"'{where + '.' if where else ''}{key}' must be an array")
+    return value
+
+
+def _object(parent: object, key: str, where: str) -> dict[str, Any]:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadExport(f"'{where}.{key}' must be an object")
+    return value
+
+
+def _json_span(span: object, resource: dict[str, Any]) -> SpanRecord:
+    if not isinstance(span, dict):
+        raise ValueError("a span must be a JSON object")
+    exception_type = exception_message = ""
+    for event in span.get("events") or []:
+        if isinstance(event, dict) and event.get("name") == "exception":
+            found = _json_attributes(event.get("attributes"))
+            exception_type = str(found.get("exception.type", ""))
+            exception_message = str(found.get("exception.message", ""))
+            break
+    status = span.get("status") if isinstance(span.get("status"), dict) else {}
+    name = span.get("name", "")
+    return SpanRecord(
+        trace_id=_json_id(span.get("traceId"), _TRACE_ID_BYTES, "traceId"),
+        span_id=_json_id(span.get("spanId"), _SPAN_ID_BYTES, "spanId"),
+        parent_span_id=_json_id(span.get("parentSpanId"), _SPAN_ID_BYTES, "parentSpanId", True),
+        name=name if isinstance(name, str) else "",
+        kind=_enum(span.get("kind"), _SPAN_KINDS),
+        start_ns=_uint64(span.get("startTimeUnixNano"), "startTimeUnixNano"),
+        end_ns=_uint64(span.get("endTimeUnixNano"), "endTimeUnixNano"),
+        attributes=_json_attributes(span.get("attributes")),
+        resource=resource,
+        status_code=_enum(status.get("code"), _STATUS_CODES),
+        status_message=str(status.get("message") or ""),
+        exception_type=exception_type,
+        exception_message=exception_message,
+    )
+
+
+_SPAN_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5,
+}  # fmt: skip
+_STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+def _json_id(value: object, size: int, field: str, optional: bool = False) -> str:
+    if optional and value in (None, ""):
         return ""
+    digits = size * 2
+    if not isinstance(value, str) or len(value) != digits:
+        raise ValueError(f"{field} must be {digits} hex digits")
     try:
         data = bytes.fromhex(value)
     except ValueError:
-        return ""
-    return base64.b64encode(data).decode() if len(data) == size else ""
+        raise ValueError(f"{field} must be {digits} hex digits") from None
+    if not any(data):
+        if optional:
+            return ""  # some exporters write a root span's parent as zeros
+        raise ValueError(f"{field} must not be all zero")
+    return data.hex()
 
 
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
+def _enum(value: object, names: dict[str, int]) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return names.get(value, 0) if isinstance(value, str) else 0
 
 
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _uint64(value: object, field: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(f"{field} must be a non-negative integer (a string of digits in JSON)")
+
+
+def _json_attributes(values: object) -> dict[str, Any]:
+    if not isinstance(values, list):
+        return {}
+    return {
+        item["key"]: _json_value(item.get("value"))
+        for item in values
+        if isinstance(item, dict) and isinstance(item.get("key"), str)
+    }
+
+
+def _json_value(value: object) -> Any:
+    if not isinstance(value, dict):
+        return None
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "boolValue" in value:
+        return value["boolValue"]
+    if "intValue" in value:
+        raw = value["intValue"]
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            return None
+    if "doubleValue" in value:
+        raw = value["doubleValue"]
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            return None
+    if "arrayValue" in value:
+        items = value["arrayValue"].get("values") if isinstance(value["arrayValue"], dict) else []
+        return [_json_value(item) for item in items or []]
+    if "kvlistValue" in value:
+        kvlist = value["kvlistValue"]
+        return _json_attributes(kvlist.get("values") if isinstance(kvlist, dict) else None)
+    if "bytesValue" in value:
+        try:
+            return base64.b64decode(str(value["bytesValue"])).hex()
+        except (binascii.Error, ValueError):
+            return None
+    return None
 
 
 def _flatten(request: ExportTraceServiceRequest) -> DecodedExport:

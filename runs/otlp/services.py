@@ -58,8 +58,7 @@ def ingest_otlp_export(*, export: DecodedExport, config: MappingConfig) -> OtlpR
         runs = [facts for facts in mapped.runs.values() if facts.worker_id == worker_id]
         with transaction.atomic():
             reply = ingest_batch(worker_id=worker_id, events=events)
-            for facts in runs:
-                _apply_run_facts(facts)
+            _apply_run_facts(runs)
         for rejection in reply.rejected:
             span = mapped.span_of_event.get(rejection.event_id or "", -1)
             result.rejected_spans.add(span)
@@ -71,12 +70,27 @@ def _what(event: dict[str, object]) -> str:
     return f"{event.get('type')} {event.get('id')}"
 
 
-def _apply_run_facts(facts: RunFacts) -> None:
+def _apply_run_facts(all_facts: list[RunFacts]) -> None:
+    """Two queries for the whole batch: lock its runs, write the corrections."""
+    locked = Run.objects.select_for_update().filter(run_id__in=[f.run_id for f in all_facts])
+    runs = {run.run_id: run for run in locked}
+    changed_runs: list[Run] = []
+    fields: set[str] = set()
+    for facts in all_facts:
+        run = runs.get(facts.run_id)
+        if run is None:  # its run.started was rejected; the reply says why
+            continue
+        changed = _correct(run, facts)
+        if changed:
+            changed_runs.append(run)
+            fields |= changed
+    if changed_runs:
+        Run.objects.bulk_update(changed_runs, sorted(fields))
+
+
+def _correct(run: Run, facts: RunFacts) -> set[str]:
     """Order-independent corrections: the earliest start wins, the earliest-starting agent span
     names the run and decides its end, an estimated cost stays marked."""
-    run = Run.objects.select_for_update().filter(run_id=facts.run_id).first()
-    if run is None:  # its run.started was rejected; the reply says why
-        return
     changed = {"source"} if run.source != RunSource.OTLP else set()
     run.source = RunSource.OTLP
     first = _datetime(facts.first_start_ns)
@@ -98,8 +112,7 @@ def _apply_run_facts(facts: RunFacts) -> None:
     if run.finished_at is not None and changed & {"started_at", "finished_at"}:
         run.duration_ms = max(0, int((run.finished_at - run.started_at).total_seconds() * 1000))
         changed.add("duration_ms")
-    if changed:
-        run.save(update_fields=sorted(changed))
+    return changed
 
 
 def _datetime(unix_ns: int) -> datetime:

@@ -173,7 +173,9 @@ def _json_span(span: object, resource: dict[str, Any]) -> SpanRecord:
             exception_type = str(found.get("exception.type", ""))
             exception_message = str(found.get("exception.message", ""))
             break
-    status = span.get("status") if isinstance(span.get("status"), dict) else {}
+    status = span.get("status")
+    if not isinstance(status, dict):
+        status = {}
     name = span.get("name", "")
     return SpanRecord(
         trace_id=_json_id(span.get("traceId"), _TRACE_ID_BYTES, "traceId"),

@@ -9,8 +9,8 @@ transaction, with rules that give the same row whatever order the spans arrive i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction

@@ -62,6 +62,10 @@ def ingest_otlp_export(*, export: DecodedExport, config: MappingConfig) -> OtlpR
             _apply_run_facts(runs)
         for rejection in reply.rejected:
             span = mapped.span_of_event.get(rejection.event_id or "", -1)
+            if span < 0:
+                # A synthesized run.started: the run's own spans are rejected (and counted)
+                # with the reason that matters, e.g. the run belongs to another worker.
+                continue
             result.rejected_spans.add(span)
             result.reasons.append(f"{_what(events[rejection.index])}: {rejection.reason}")
     return result

@@ -271,3 +271,30 @@ def test_without_redis_the_export_gets_503_with_retry_after_and_nothing_is_writt
     assert response.status_code == 503
     assert response["Retry-After"] == "2"
     assert not Run.objects.exists() and not ToolCall.objects.exists()
+
+
+def test_runs_reported_through_the_events_api_stay_marked_sdk(
+    client: Client, agent_token: str
+) -> None:
+    events = [{"id": "e-1", "type": "run.started", "ts": "2026-11-29T09:00:00Z", "run_id": "r-sdk",
+               "agent": "research"}]  # fmt: skip
+    response = client.post(
+        "/api/v1/events", {"worker_id": "w-sdk", "events": events},
+        content_type="application/json", headers={"Authorization": f"Bearer {agent_token}"},
+    )  # fmt: skip
+    assert response.status_code == 200
+    run = Run.objects.get()
+    assert (run.source, run.cost_estimated) == ("sdk", False)
+
+
+def test_a_trace_whose_spans_come_from_two_workers_belongs_to_the_first(
+    post_spans: PostSpans,
+) -> None:
+    trace = trace_id(21)
+    post_spans([tool_span(trace, resource={"service.instance.id": "w-a"})])
+    rejected, message = post_spans(
+        [tool_span(trace, resource={"service.instance.id": "w-b"})]
+    ).partial
+    assert rejected == 1
+    assert "belongs to worker 'w-a'" in message
+    assert ToolCall.objects.count() == 1

@@ -177,9 +177,10 @@ OTLP_SEMANTIC_ERROR_TYPES = envlist(
     "OTLP_SEMANTIC_ERROR_TYPES",
     ["ModelRetry", "ToolRetryError", "ValidationError", "invalid_arguments"],
 )
-OTLP_SEMANTIC_HTTP_STATUSES = [
-    int(code) for code in envlist("OTLP_SEMANTIC_HTTP_STATUSES", ["400", "404", "409", "422"])
-]
+_statuses = envlist("OTLP_SEMANTIC_HTTP_STATUSES", ["400", "404", "409", "422"])
+if not all(code.isdigit() for code in _statuses):
+    raise ImproperlyConfigured(f"OTLP_SEMANTIC_HTTP_STATUSES must list HTTP statuses: {_statuses}")
+OTLP_SEMANTIC_HTTP_STATUSES = [int(code) for code in _statuses]
 OTLP_MCP_TOOL_SPANS = envbool("OTLP_MCP_TOOL_SPANS", True)
 
 # --- Slack ---

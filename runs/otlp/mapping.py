@@ -90,7 +90,7 @@ class RunFacts:
 class MappedExport:
     batches: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # worker -> events
     span_of_event: dict[str, int] = field(default_factory=dict)  # event id -> span position
-    runs: dict[str, RunFacts] = field(default_factory=dict)
+    runs: dict[tuple[str, str], RunFacts] = field(default_factory=dict)  # (worker, run id)
     ignored: int = 0
 
 
@@ -164,7 +164,9 @@ def _span_kind(span: SpanRecord, config: MappingConfig) -> str | None:
 
 def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) -> RunFacts:
     batch = out.batches.setdefault(worker_id, [])
-    facts = out.runs.get(run_id)
+    # Runs are per worker (ids are scoped by token and worker): a trace whose spans come from
+    # two workers makes a run on each.
+    facts = out.runs.get((worker_id, run_id))
     if facts is None:
         service = span.resource.get("service.name")
         agent = service if isinstance(service, str) and service else "unknown_service"
@@ -174,7 +176,8 @@ def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) 
                    "run_id": run_id, "agent": agent[:200]}  # fmt: skip
         batch.append(started)
         out.span_of_event[started["id"]] = -1
-        facts = out.runs[run_id] = RunFacts(run_id, worker_id, span.start_ns, started=started)
+        facts = RunFacts(run_id, worker_id, span.start_ns, started=started)
+        out.runs[worker_id, run_id] = facts
     elif span.start_ns < facts.first_start_ns:
         facts.first_start_ns = span.start_ns
         facts.started["ts"] = _iso(span.start_ns)

@@ -15,11 +15,11 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from runs.models import Run, RunSource, RunStatus
+from runs.models import AgentToken, Run, RunSource, RunStatus
 from runs.otlp.decode import DecodedExport
 from runs.otlp.mapping import MappingConfig, RunFacts, map_spans
 from runs.otlp.pricing import price_tokens
-from runs.services import ingest_batch
+from runs.services import TokenMismatch, ingest_batch
 
 __all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
 
@@ -47,8 +47,15 @@ def mapping_config() -> MappingConfig:
     )
 
 
-def ingest_otlp_export(*, export: DecodedExport, config: MappingConfig) -> OtlpResult:
-    """Apply every mappable span once; report the spans that could not be applied."""
+def ingest_otlp_export(
+    *, export: DecodedExport, config: MappingConfig, token: AgentToken | None
+) -> OtlpResult:
+    """Apply every mappable span once; report the spans that could not be applied.
+
+    Each worker's events are one ``ingest_batch`` (its own durable transaction, the fleet updated
+    after its commit); the run corrections follow in a second transaction. If that one fails the
+    export is answered 503 and resent: the events are then duplicates and the corrections, which
+    depend only on the spans, are made again."""
     result = OtlpResult(spans=len(export.spans) + len(export.invalid))
     for position, reason in export.invalid:
         result.rejected_spans.add(position)
@@ -56,10 +63,16 @@ def ingest_otlp_export(*, export: DecodedExport, config: MappingConfig) -> OtlpR
     mapped = map_spans(export.spans, config=config)
     result.ignored = mapped.ignored
     for worker_id, events in mapped.batches.items():
+        try:
+            reply = ingest_batch(token=token, worker_id=worker_id, events=events)
+        except TokenMismatch as exc:  # a token bound to another worker: these spans only
+            spans = {mapped.span_of_event[e["id"]] for e in events} - {-1}
+            result.rejected_spans |= spans
+            result.reasons.append(exc.detail)
+            continue
         runs = [facts for facts in mapped.runs.values() if facts.worker_id == worker_id]
         with transaction.atomic():
-            reply = ingest_batch(worker_id=worker_id, events=events)
-            _apply_run_facts(runs)
+            _apply_run_facts(runs, worker_id=worker_id, token=token)
         for rejection in reply.rejected:
             span = mapped.span_of_event.get(rejection.event_id or "", -1)
             if span < 0:
@@ -82,11 +95,21 @@ _CORRECTED = (
 )  # fmt: skip
 
 
-def _apply_run_facts(all_facts: list[RunFacts]) -> None:
+def _apply_run_facts(
+    all_facts: list[RunFacts], *, worker_id: str, token: AgentToken | None
+) -> None:
     """Lock the batch's runs, correct them in memory and write the changed ones back: on
     PostgreSQL in one ``UPDATE ... FROM (VALUES ...)`` (Django's bulk_update builds a CASE per
     field and run, which cost more than the ingest itself), elsewhere one UPDATE per run."""
-    locked = Run.objects.select_for_update().filter(run_id__in=[f.run_id for f in all_facts])
+    locked = (
+        Run.objects.select_for_update(of=("self",))
+        .filter(
+            worker__token_key=token.pk if token is not None else 0,
+            worker__worker_id=worker_id,
+            run_id__in=[f.run_id for f in all_facts],
+        )
+        .order_by("pk")
+    )  # one lock order for concurrent exports of the same runs
     runs = {run.run_id: run for run in locked}
     changed = [
         run

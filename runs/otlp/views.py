@@ -35,7 +35,8 @@ _INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE = 3, 16, 14
 @require_POST
 def post_traces(request: HttpRequest) -> HttpResponse:
     encoding = _encoding(request)
-    if AgentAuth().authenticate(request, _bearer(request)) is None:
+    token = AgentAuth().authenticate(request, _bearer(request))
+    if token is None:
         response = _status(encoding, 401, _UNAUTHENTICATED, "missing or unknown agent token")
         response["WWW-Authenticate"] = "Bearer"
         return response
@@ -58,7 +59,7 @@ def post_traces(request: HttpRequest) -> HttpResponse:
                 f"{settings.OTLP_MAX_SPANS} (set the exporter's max export batch size lower)",
                 status=413,
             )
-        result = ingest_otlp_export(export=export, config=mapping_config())
+        result = ingest_otlp_export(export=export, config=mapping_config(), token=token)
     except BadExport as exc:
         return _status(encoding, exc.status, _INVALID_ARGUMENT, exc.detail)
     except IngestConflict:

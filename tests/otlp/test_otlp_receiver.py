@@ -7,8 +7,9 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from runs.models import ModelCall, Run, ToolCall
+from runs.models import AgentToken, ModelCall, Run, ToolCall
 from tests.otlp.conftest import TRACES_URL, PostSpans
 from tests.otlp.spans import CLIENT, SERVER, agent_span, export, model_span, tool_span, trace_id
 from tests.processes import free_port
@@ -287,14 +288,34 @@ def test_runs_reported_through_the_events_api_stay_marked_sdk(
     assert (run.source, run.cost_estimated) == ("sdk", False)
 
 
-def test_a_trace_whose_spans_come_from_two_workers_belongs_to_the_first(
+def test_a_trace_whose_spans_come_from_two_workers_makes_a_run_on_each(
     post_spans: PostSpans,
 ) -> None:
+    # Runs are per worker (ids are scoped by token and worker), so neither worker's spans can
+    # change the other's run.
     trace = trace_id(21)
     post_spans([tool_span(trace, resource={"service.instance.id": "w-a"})])
-    rejected, message = post_spans(
-        [tool_span(trace, resource={"service.instance.id": "w-b"})]
-    ).partial
-    assert rejected == 1
-    assert "belongs to worker 'w-a'" in message
-    assert ToolCall.objects.count() == 1
+    response = post_spans([tool_span(trace, "fetch", resource={"service.instance.id": "w-b"})])
+    assert response.partial == (0, "")
+    runs = Run.objects.order_by("worker__worker_id")
+    assert [(r.run_id, r.worker.worker_id, r.tool_calls) for r in runs] == [
+        (f"otlp-{trace}", "w-a", 1), (f"otlp-{trace}", "w-b", 1),
+    ]  # fmt: skip
+
+
+def test_a_token_bound_to_one_worker_cannot_send_another_workers_spans(
+    client: Client,
+) -> None:
+    _, raw = AgentToken.issue(name="bound", worker_id="w-1")
+    spans = [
+        tool_span(trace_id(22)),
+        tool_span(trace_id(23), resource={"service.instance.id": "w-2"}),
+    ]
+    response = client.post(
+        TRACES_URL, export(spans).SerializeToString(), content_type="application/x-protobuf",
+        headers={"Authorization": f"Bearer {raw}"},
+    )  # fmt: skip
+    reply = ExportTraceServiceResponse.FromString(response.content)
+    assert reply.partial_success.rejected_spans == 1
+    assert "bound to worker 'w-1'" in reply.partial_success.error_message
+    assert list(Run.objects.values_list("worker__worker_id", flat=True)) == ["w-1"]

@@ -8,11 +8,19 @@ from typing import Any
 
 import pytest
 import redis
-from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.models import ModelCall, Run, ToolCall
+from breakers.models import FleetTransition, Incident, Tool
+from runs.models import (
+    FleetBacklog,
+    IngestedEvent,
+    ModelCall,
+    ReportedTransition,
+    Run,
+    ToolCall,
+    Worker,
+)
 from tests.otlp.conftest import PostSpans
 from tests.otlp.spans import FakeSpan, agent_span, model_span, tool_span, trace_id
 
@@ -59,15 +67,27 @@ def rows() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def apply(post_spans: PostSpans, exports: list[tuple[list[FakeSpan], str]]) -> dict[str, Any]:
-    with transaction.atomic():
-        for spans, encoding in exports:
-            response = post_spans(spans, encoding=encoding)
-            assert response.status_code == 200, response.content
-            assert response.partial == (0, "")
-        found = rows()
-        transaction.set_rollback(True)
-    return found
+def reset(redis_client: redis.Redis) -> None:
+    """Empty what an export writes (ingest commits its own transactions, so no rollback)."""
+    for model in (ToolCall, ModelCall, ReportedTransition, IngestedEvent, FleetBacklog):
+        model.objects.all().delete()
+    Run.objects.all().delete()
+    Worker.objects.all().delete()
+    Incident.objects.all().delete()
+    FleetTransition.objects.all().delete()
+    Tool.objects.all().delete()
+    redis_client.flushdb()
+
+
+def apply(
+    post_spans: PostSpans, redis_client: redis.Redis, exports: list[tuple[list[FakeSpan], str]]
+) -> dict[str, Any]:
+    reset(redis_client)
+    for spans, encoding in exports:
+        response = post_spans(spans, encoding=encoding)
+        assert response.status_code == 200, response.content
+        assert response.partial == (0, "")
+    return rows()
 
 
 @st.composite
@@ -85,9 +105,7 @@ def deliveries(draw: st.DrawFn) -> list[tuple[list[FakeSpan], str]]:
 
 @pytest.fixture
 def reference(post_spans: PostSpans, redis_client: redis.Redis) -> dict[str, Any]:
-    found = apply(post_spans, [(SPANS, "protobuf")])
-    redis_client.flushdb()
-    return found
+    return apply(post_spans, redis_client, [(SPANS, "protobuf")])
 
 
 @settings(
@@ -100,8 +118,7 @@ def test_any_split_order_and_resend_of_the_spans_gives_the_same_rows(
     reference: dict[str, Any],
     exports: list[tuple[list[FakeSpan], str]],
 ) -> None:
-    redis_client.flushdb()  # the fleet's per-event dedupe keys belong to the rolled-back rows
-    assert apply(post_spans, exports) == reference
+    assert apply(post_spans, redis_client, exports) == reference
 
 
 def test_the_reference_delivery_writes_what_the_spans_say(reference: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0002_outage_replay'),
+        ('runs', '0004_fleet_backlog'),
     ]
 
     operations = [

@@ -9,7 +9,10 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 OWN := $(BIN)/python scripts/own_services.py --
 
-.PHONY: venv services browser test lint typecheck bench demo example clean
+# `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
+FUZZ_EXAMPLES ?= 100
+
+.PHONY: venv services browser test fuzz lint typecheck bench demo example clean
 
 venv: $(BIN)/.installed
 
@@ -29,6 +32,10 @@ browser:
 
 test: venv services browser
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
+
+# The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
+fuzz: venv services
+	BP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest tests/fuzz -q -rxX $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -13,6 +13,7 @@ settings with socket timeouts), so the same code runs in tests, benchmarks and p
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "OutcomeEvent",
     "ToolState",
     "TrackedTransition",
+    "as_int",
     "redis_client",
 ]
 
@@ -79,6 +81,26 @@ def redis_client(url: str, *, timeout: float) -> redis.Redis:
         retry=Retry(NoBackoff(), 1),
         health_check_interval=30,
     )
+
+
+def as_int(value: str | bytes | float | None) -> int:
+    """A number field of a tool's hash as an int; never raises.
+
+    Lua writes a number beyond 1e14 in exponent form (``1e+18``, what an unbounded cooldown once
+    made), which ``int()`` refuses; anything unreadable counts as 0 (unset) so that one damaged
+    hash cannot stop the readers of every tool.
+    """
+    if value is None or value == "" or value == b"":
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0
+    return int(number) if math.isfinite(number) else 0
 
 
 @cache
@@ -146,7 +168,7 @@ class ToolState:
         """From the raw fields of the state hash (a snapshot row or ``details()``)."""
 
         def number(name: str) -> int:
-            return int(fields.get(name) or 0)
+            return as_int(fields.get(name))
 
         return cls(
             auto=State(fields.get("auto") or State.CLOSED),
@@ -404,7 +426,7 @@ class FleetStore:
         fields, workers, streak = pipe.execute()
         return (
             {_text(k): _text(v) for k, v in fields.items()},
-            {_text(k): int(v) for k, v in workers.items()},
+            {_text(k): as_int(v) for k, v in workers.items()},
             [_text(event) for event in streak],
         )
 

@@ -731,6 +731,7 @@ def test_the_fleet_entrys_last_error_is_read_and_named_in_the_notice(
     run = plane.start_run(agent="research")
     poll(plane)
     assert plane.fleet.snapshot()["web_search"].last_error == "timeout"
+    run.available(TOOLS)
     assert "- web_search (fleet scope; last error: timeout)" in (run.notice() or "")
 
 

@@ -35,7 +35,7 @@ test: venv services browser
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
 fuzz: venv services
-	BP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest tests/fuzz -q -rxX $(PYTEST_ARGS)
+	BP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest tests/fuzz -q -rxX $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

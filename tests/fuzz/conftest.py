@@ -5,4 +5,3 @@ from __future__ import annotations
 from tests.fleet.conftest import fleet_redis
 
 __all__ = ["fleet_redis"]
-

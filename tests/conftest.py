@@ -16,6 +16,13 @@ import tests.vendor_server
 # processes the tests start, which inherit this environment). Production refuses it by default.
 os.environ.setdefault("BREAKER_HTTP_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _loopback_vendors_allowed() -> None:
+    """The same allow-list in this process (settings were read before this module)."""
+    settings.BREAKER_HTTP_ALLOWED_NETWORKS = os.environ["BREAKER_HTTP_ALLOWED_NETWORKS"].split(",")
+
+
 # The fake Slack server fixture (``slack_server``) for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]
 

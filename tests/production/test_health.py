@@ -6,8 +6,8 @@ import time
 
 import pytest
 import redis
-from pytest_django.fixtures import Settings
 from django.test import Client
+from pytest_django.fixtures import Settings
 
 from breakers.health import BEAT_HEARTBEAT_KEY, beat_heartbeat
 

@@ -44,7 +44,7 @@ def test_a_probe_to_loopback_is_refused_without_the_allow_list(
     vendor_server: VendorServer, settings: Settings
 ) -> None:
     settings.BREAKER_HTTP_ALLOWED_NETWORKS = []
-    with pytest.raises(HttpError, match="internal address 127.0.0.1"):
+    with pytest.raises(HttpError, match=r"internal address 127\.0\.0\.1"):
         http_request("GET", vendor_server.url(), timeout=2)
     # A name is checked on the address it resolves to when connecting.
     with pytest.raises(HttpError, match="localhost resolves to internal address"):

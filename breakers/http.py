@@ -101,7 +101,8 @@ class _GuardedHTTPHandler(urllib.request.HTTPHandler):
 
 class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
     def https_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(_GuardedHTTPSConnection, req, context=self._context)
+        context = getattr(self, "_context", None)  # what HTTPSHandler.https_open passes
+        return self.do_open(_GuardedHTTPSConnection, req, context=context)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ RUN pip install --no-cache-dir --no-deps -e . \
        python manage.py collectstatic --noinput \
     && useradd --system --uid 10001 --home-dir /app --no-create-home breakerpanel
 USER breakerpanel
-ENV PROMETHEUS_MULTIPROC_DIR=/tmp/bp-prom
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --retries=5 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=3)"]

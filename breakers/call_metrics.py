@@ -2,8 +2,9 @@
 
 Names follow resilience4j's, which users already graph: a tool is a circuit breaker ``name``;
 ``kind`` is ``successful``, ``failed`` (retryable) or ``ignored`` (semantic: not counted by the
-breaker); blocked calls are ``not_permitted``. Counted after the ingest transaction commits, so a
-rolled-back batch (which the client resends) is counted once.
+breaker); blocked calls are ``not_permitted``. Counted when the fleet hook receives them, which
+ingest calls after its transaction committed with the new events only: each call is counted
+once. (A backlog replay after a Redis failure runs in Celery, whose counters are not exported.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from collections import Counter as Tally
 from collections.abc import Iterable
 from typing import Protocol
 
-from django.db import transaction
 from prometheus_client import Counter, Histogram
 
 __all__ = ("CALLS", "INGEST_BATCHES", "INGEST_BATCH_SECONDS", "INGEST_EVENTS", "NOT_PERMITTED")
@@ -49,14 +49,8 @@ class _Call(Protocol):
     def outcome(self) -> str: ...
 
 
-def count_tool_calls_on_commit(calls: Iterable[_Call]) -> None:
-    tally = Tally((call.tool, call.outcome) for call in calls)
-    if tally:
-        transaction.on_commit(lambda: _count(tally))
-
-
-def _count(tally: Tally[tuple[str, str]]) -> None:
-    for (tool, outcome), n in tally.items():
+def count_tool_calls(calls: Iterable[_Call]) -> None:
+    for (tool, outcome), n in Tally((call.tool, call.outcome) for call in calls).items():
         if outcome == "blocked":
             NOT_PERMITTED.labels(name=tool).inc(n)
         elif kind := _KIND.get(outcome):

@@ -25,7 +25,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from breakers.alerts import alerts_for_fleet_changes
-from breakers.call_metrics import count_tool_calls_on_commit
+from breakers.call_metrics import count_tool_calls
 from breakers.fleet import rules
 from breakers.fleet.rules import (
     AGENT_HOLDER_PREFIX,
@@ -64,6 +64,7 @@ from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
 
 __all__ = [
+    "FLEET_STORE_ERRORS",
     "FleetCall",
     "FleetError",
     "FleetInputError",
@@ -76,6 +77,7 @@ __all__ = [
     "fleet_rebuild",
     "fleet_record_tool_calls",
     "fleet_state",
+    "fleet_state_from_database",
     "fleet_store",
     "fleet_tick",
     "fleet_tool_details",
@@ -133,6 +135,8 @@ class FleetCall(Protocol):
     def outcome(self) -> str: ...
     @property
     def trial(self) -> bool: ...
+    @property
+    def dedupe_id(self) -> str: ...
     @property
     def ts(self) -> datetime: ...
 
@@ -301,7 +305,7 @@ def fleet_record_tool_calls(
     not counted twice when it comes back.
     """
     calls = list(calls)
-    count_tool_calls_on_commit(calls)  # Prometheus (breakers.call_metrics)
+    count_tool_calls(calls)  # Prometheus (breakers.call_metrics)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
     by_tool: dict[str, list[OutcomeEvent]] = {}
@@ -309,7 +313,9 @@ def fleet_record_tool_calls(
         cutoff = stale_before.get(call.tool)
         if cutoff is not None and call.ts < cutoff:
             continue  # it happened before the breaker's last change: it must not undo it
-        event = OutcomeEvent(call.event_id, call.worker_id, call.outcome, call.trial)
+        event = OutcomeEvent(
+            call.event_id, call.worker_id, call.outcome, call.trial, call.dedupe_id
+        )
         by_tool.setdefault(call.tool, []).append(event)
     if not by_tool:
         return []
@@ -355,6 +361,31 @@ class FleetView:
 
     def as_json(self) -> dict[str, Any]:
         return {"version": self.version, "tools": self.tools}
+
+
+# What the fleet store raises when Redis is unreachable or failing.
+FLEET_STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError,)
+
+
+def fleet_state_from_database() -> FleetView:
+    """The fleet state as the database mirrors it: the answer when Redis cannot give one."""
+    tools: dict[str, dict[str, Any]] = {}
+    version = 0
+    for tool in Tool.objects.only(
+        "name", "state", "since", "auto_reason", "forced_reason", "forced", "seq"
+    ):
+        forced = bool(tool.forced)
+        since = tool.since
+        tools[tool.name] = {
+            "state": tool.state,
+            "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            if since
+            else None,
+            "reason": tool.forced_reason if forced else tool.auto_reason,
+            "forced": forced,
+        }
+        version += tool.seq
+    return FleetView(version, "db", tools)
 
 
 def fleet_state() -> FleetView:

@@ -53,8 +53,8 @@ def agent_text(value: object, max_chars: int = 60, css_class: str = "") -> SafeS
 
 
 def clip_middle(text: str, max_chars: int) -> str:
-    """Clip the middle, keeping more of the end: worker and run ids made by one deployment share
-    a long prefix and differ at the end ("…-worker-07")."""
+    """Clip the middle, keeping more of the end: the worker ids of one deployment share a long
+    prefix and differ at the end ("…-worker-07")."""
     if len(text) <= max_chars:
         return text
     tail = (max_chars - 1) * 3 // 5
@@ -63,12 +63,13 @@ def clip_middle(text: str, max_chars: int) -> str:
 
 @register.simple_tag
 def worker_name(value: object, max_chars: int = 28) -> SafeString:
-    """A worker (or run) id, escaped, clipped in the middle so that its end stays readable."""
+    """A worker id, escaped, clipped in the middle so that its end stays readable."""
     text = clean_agent_text(value)
     if not text:
         return _NOTHING
+    # The inner span is every piece of agent text's markup; the wrapper lifts the CSS clipping.
     return format_html(
-        '<span class="agent-text mono id-text" title="{}">{}</span>',
+        '<span class="id-text"><span class="agent-text mono" title="{}">{}</span></span>',
         clip(text, TITLE_MAX_CHARS),
         clip_middle(text, max_chars),
     )

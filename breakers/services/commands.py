@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from breakers.call_metrics import count_tool_calls
 from breakers.fleet.rules import AGENT_HOLDER_PREFIX, PROBE_HOLDER, OperatorActionKind
 from breakers.fleet.store import AcquireResult, OutcomeEvent
 from breakers.models import (
@@ -76,6 +77,8 @@ def fleet_record_tool_calls(
     recognised by Redis itself, so a batch whose database transaction failed after this ran is
     not counted twice when it comes back.
     """
+    calls = list(calls)
+    count_tool_calls(calls)  # Prometheus (breakers.call_metrics)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
     by_tool: dict[str, list[OutcomeEvent]] = {}

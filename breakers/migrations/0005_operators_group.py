@@ -13,7 +13,7 @@ def create_operators_group(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("breakers", "0003_policy_bounds"),
+        ("breakers", "0004_operators_admin_permissions"),
     ]
 
     # Reversing leaves the group in place: deleting it would silently drop every membership.

@@ -8,10 +8,12 @@ breaker needs an operator (``operator_required``), whatever the page showed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import urlencode
 
 import redis
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -246,18 +248,14 @@ def tool_policy(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
 
 @require_GET
 def incidents(request: HtmxHttpRequest) -> HttpResponse:
-    form = IncidentFilterForm(request.GET)
-    page = None
-    filters = IncidentFilters()
-    if form.is_valid():
-        data = form.cleaned_data
+    def page_of(data: dict[str, Any], page: int) -> tuple[IncidentFilters, Any]:
         filters = IncidentFilters(tool=data["tool"], status=data["status"])
-        page = incidents_page(filters=filters, page=data["page"] or 1)
-    context = {"nav": "incidents", "form": form, "filters": filters, "page": page}
-    response = render_page(request, "dashboard/incidents.html", context, partial="incidents-table")
-    if page is None:
-        response.status_code = 400
-    return response
+        return filters, incidents_page(filters=filters, page=page)
+
+    form = IncidentFilterForm(request.GET)
+    return _filtered_list(
+        request, form, IncidentFilters(), page_of, nav="incidents", template="incidents"
+    )
 
 
 @require_GET
@@ -292,18 +290,12 @@ def outages(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def audit_log(request: HtmxHttpRequest) -> HttpResponse:
-    form = AuditFilterForm(request.GET)
-    page = None
-    filters = AuditFilters()
-    if form.is_valid():
-        data = form.cleaned_data
+    def page_of(data: dict[str, Any], page: int) -> tuple[AuditFilters, Any]:
         filters = AuditFilters(tool=data["tool"], action=data["action"])
-        page = audit_page(filters=filters, page=data["page"] or 1)
-    context = {"nav": "audit", "form": form, "filters": filters, "page": page}
-    response = render_page(request, "dashboard/audit_log.html", context, partial="audit-table")
-    if page is None:
-        response.status_code = 400
-    return response
+        return filters, audit_page(filters=filters, page=page)
+
+    form = AuditFilterForm(request.GET)
+    return _filtered_list(request, form, AuditFilters(), page_of, nav="audit", template="audit_log")
 
 
 @require_GET
@@ -327,10 +319,7 @@ def alerts(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def runs_list(request: HtmxHttpRequest) -> HttpResponse:
-    form = RunFilterForm(request.GET)
-    page = None
-    if form.is_valid():
-        data = form.cleaned_data
+    def page_of(data: dict[str, Any], page: int) -> tuple[RunFilters, Any]:
         filters = RunFilters(
             run_id=data["run"],
             agent=data["agent"],
@@ -338,11 +327,29 @@ def runs_list(request: HtmxHttpRequest) -> HttpResponse:
             status=data["status"],
             degraded={"yes": True, "no": False}.get(data["degraded"]),
         )
-        page = runs_page(filters=filters, page=data["page"] or 1)
-    else:
-        filters = RunFilters()
-    context = {"nav": "runs", "form": form, "filters": filters, "page": page}
-    response = render_page(request, "dashboard/runs.html", context, partial="runs-table")
+        return filters, runs_page(filters=filters, page=page)
+
+    form = RunFilterForm(request.GET)
+    return _filtered_list(request, form, RunFilters(), page_of, nav="runs", template="runs")
+
+
+def _filtered_list(
+    request: HtmxHttpRequest,
+    form: forms.Form,
+    no_filters: object,
+    page_of: Callable[[dict[str, Any], int], tuple[object, Any]],
+    *,
+    nav: str,
+    template: str,
+) -> HttpResponse:
+    """A filtered, paged list (the table is the ``<nav>-table`` partial of
+    ``dashboard/<template>.html``): 400 with the form's errors when a filter is invalid."""
+    page, filters = None, no_filters
+    if form.is_valid():
+        data = form.cleaned_data
+        filters, page = page_of(data, data["page"] or 1)
+    context = {"nav": nav, "form": form, "filters": filters, "page": page}
+    response = render_page(request, f"dashboard/{template}.html", context, partial=f"{nav}-table")
     if page is None:
         response.status_code = 400
     return response

@@ -1,12 +1,12 @@
 """The one wait-and-poll helper: for what another process or thread does (a Celery worker, an SDK
-sender thread, a live server). Polls; a generous deadline only matters when the test fails."""
+sender thread, a live server). Polls; the generous deadline only matters when a test fails."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_TIMEOUT_S = 30.0
 
 
 def wait_for(

@@ -3,8 +3,7 @@ test server, configured as a team would configure them: with the OTEL_EXPORTER_O
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from runs.models import AgentToken, ModelCall, Run, ToolCall
 from tests.fakes.slack_server import FakeSlackServer
 from tests.otlp.exporters import JsonSpanExporter
 from tests.processes import CeleryWorkerProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -172,15 +172,6 @@ def test_pydantic_ai_instrumentation_exports_an_offline_run(
     assert failed.status == "failed"
     call = failed.tool_call_rows.get()
     assert (call.outcome, call.error) == ("retryable", "TimeoutError: search vendor timed out")
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @pytest.mark.celery

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from breakers.sdk import ControlPlane, ToolFailure
+from tests.waiting import wait_for
 
 Events = list[dict[str, Any]]
 # status, JSON body, extra headers
@@ -125,13 +126,6 @@ def play_run(plane: ControlPlane, *, calls: int = 12) -> None:
 
 def buffered(plane: ControlPlane) -> Events:
     return list(plane._buffer)
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 # -- a server error on one kind of event -----------------------------------------------------

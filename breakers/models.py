@@ -514,7 +514,7 @@ class Alert(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} alert on {self.tool} to {self.channel} ({self.state})"
 
-    # The names the dashboard's incident timeline reads (``dashboard/incidents.py``).
+    # The names the dashboard's incident timeline reads (``controlplane/dashboard/incidents.py``).
     @property
     def at(self) -> datetime:
         return self.sent_at or self.created_at

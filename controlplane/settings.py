@@ -257,7 +257,7 @@ SLACK_RETRY_BASE_SECONDS = envfloat("SLACK_RETRY_BASE_SECONDS", 1.0)
 SLACK_RETRY_MAX_SECONDS = envfloat("SLACK_RETRY_MAX_SECONDS", 300.0)
 SLACK_MAX_ATTEMPTS = envint("SLACK_MAX_ATTEMPTS", 12)
 # A tool opening ALERT_FLAP_COUNT times within ALERT_FLAP_WINDOW_SECONDS is flapping: one grouped
-# message instead of one per opening and closing (breakers/alerts.py).
+# message instead of one per opening and closing (breakers/alerts/creation.py).
 ALERT_FLAP_COUNT = envint("ALERT_FLAP_COUNT", 3)
 ALERT_FLAP_WINDOW_SECONDS = envfloat("ALERT_FLAP_WINDOW_SECONDS", 600.0)
 # Beat's alert sweep: stuck claims, lost enqueues, the end of a flapping spell.

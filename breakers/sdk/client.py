@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from breakers.sdk.classify import Classifier
 from breakers.sdk.core import (
     Clock,
     FailureInfo,
@@ -62,6 +63,7 @@ from breakers.sdk.core import (
     State,
     ToolBreaker,
 )
+from breakers.sdk.vocabulary import FINISHED_STATUSES, SCOPES
 from breakers.sdk.worker import (
     DEFAULT_COOLDOWN,
     DEFAULT_MAX_COOLDOWN,
@@ -77,9 +79,9 @@ logger = logging.getLogger("breakers.sdk.client")
 
 # Matches the server's limit (docs/api.md): longer texts would be cut there anyway.
 MAX_TEXT_CHARS = 2000
-_RUN_STATUSES = frozenset({"completed", "failed", "cancelled"})
+_RUN_STATUSES = frozenset(FINISHED_STATUSES)
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-ALL_SCOPES: tuple[str, ...] = (Scope.RUN, Scope.WORKER, Scope.FLEET)
+ALL_SCOPES: tuple[str, ...] = SCOPES
 # A run breaker that never trips: how a plane without run scope still records per-run facts.
 _NEVER = 2**62
 # An HTTP Date header has whole seconds: count a lease as that much shorter than it says.
@@ -140,6 +142,7 @@ class Run:
             step_budget=step_budget if Scope.RUN in scopes else None,
             clock=plane.worker.clock,
             on_transition=self._on_run_transition,
+            classify=plane.worker.classify,
         )
         self.breakers: RunBreakers = RunBreakers(
             run_breaker,
@@ -183,8 +186,8 @@ class Run:
         duration_ms: int | None = None,
         step: int | None = None,
     ) -> FailureInfo:
-        """Count an exhausted call (a ``ToolFailure`` says retryable or semantic, and how many
-        HTTP attempts it made); anything else counts as retryable."""
+        """Count an exhausted call, classified by the plane's ``classify`` (a ``ToolFailure``
+        says retryable or semantic itself, and how many HTTP attempts it made)."""
         trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
         info = self.breakers.record_failure(tool, failure)
         self._tool_event(
@@ -349,6 +352,7 @@ class ControlPlane:
         clock: Clock = time.monotonic,
         scopes: Iterable[str] = ALL_SCOPES,
         start: bool = True,
+        classify: Classifier | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -392,6 +396,7 @@ class ControlPlane:
             max_cooldown=max_cooldown,
             clock=clock,
             on_transition=self._on_worker_transition,
+            classify=classify,
         )
         self._buffer: deque[dict[str, Any]] = deque()
         self._in_flight = 0  # events taken from the buffer and not yet acknowledged

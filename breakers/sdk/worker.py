@@ -31,6 +31,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 
+from breakers.sdk.classify import Classifier
+from breakers.sdk.classify import classify as default_classify
 from breakers.sdk.core import (
     Change,
     Circuit,
@@ -102,8 +104,10 @@ class WorkerBreakers:
         trial_lease: float = DEFAULT_TRIAL_LEASE,
         clock: Clock = time.monotonic,
         on_transition: TransitionCallback | None = None,
+        classify: Classifier | None = None,
     ) -> None:
         self.policy = Policy(threshold, cooldown, max_cooldown, backoff)
+        self.classify: Classifier = default_classify if classify is None else classify
         self.trial_lease = trial_lease
         self.clock = clock
         self._on_transition = on_transition
@@ -143,7 +147,7 @@ class WorkerBreakers:
         lease: TrialLease | None = None,
     ) -> FailureInfo:
         """Retryable: counts while closed; with the current lease, half_open -> open."""
-        info = describe_failure(failure)
+        info = describe_failure(failure, self.classify)
         self.record_info(name, info, lease=lease)
         return info
 
@@ -255,7 +259,11 @@ class WorkerBreakers:
     ) -> RunBreakers:
         """A new run that shares this worker's breakers (and this worker's clock)."""
         run = ToolBreaker(
-            threshold, step_budget=step_budget, clock=self.clock, on_transition=on_transition
+            threshold,
+            step_budget=step_budget,
+            clock=self.clock,
+            on_transition=on_transition,
+            classify=self.classify,
         )
         return RunBreakers(run, worker=self, sources=sources, clock=self.clock, on_remove=on_remove)
 
@@ -701,12 +709,11 @@ class RunBreakers:
                 else:
                     reason = status.reason or status.state
                     # An operator's kill switch names its own reason: keep it in the notice.
-                    error = (
-                        status.last_error
-                        if status.state is State.FORCED_OPEN
-                        else self._last_error(name) or status.last_error
-                    )
-                    remove(Removal(name, source.scope, reason, error))
+                    # Otherwise only this run's or worker's error: other agents' error text is
+                    # not this run's to read (the notice then says it fails for other agents).
+                    forced = status.state is State.FORCED_OPEN
+                    error = "" if forced else self._last_error(name)
+                    remove(Removal(name, source.scope, reason, error, forced=forced))
         for name in added:
             self._drop_lease(name)
         for name in [name for name in self._fleet_trials if name not in trying]:

@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: venv services browser test lint typecheck bench demo example clean
+.PHONY: venv services browser test lint typecheck bench demo example sdk clean
 
 venv: $(BIN)/.installed
 
@@ -43,6 +43,10 @@ demo: venv
 
 example: venv
 	$(BIN)/python -m breakers.sdk.example
+
+# The agent SDK as its own wheel (breaker-panel-sdk, no dependencies), from the same tree.
+sdk:
+	$(PYTHON) sdk/backend.py dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

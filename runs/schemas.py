@@ -72,7 +72,11 @@ PositiveCount = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
 # The contract words come from the SDK (breakers.sdk.vocabulary), the one place they are spelt.
 if TYPE_CHECKING:  # mypy cannot read a Literal built from a tuple; pydantic can
-    OutcomeName = ReportedScope = ReportedState = FinishedStatus = FleetStateName = str
+    type OutcomeName = str
+    type ReportedScope = str
+    type ReportedState = str
+    type FinishedStatus = str
+    type FleetStateName = str
 else:
     OutcomeName = Literal[OUTCOMES]
     ReportedScope = Literal[SCOPES]

@@ -44,7 +44,8 @@ _INVALID_ARGUMENTS = "Error invoking tool"
 
 
 class BreakerState(AgentState[Any]):
-    breaker_run: NotRequired[Annotated[str, PrivateStateAttr]]
+    # mypy does not follow langchain (pyproject.toml), so AgentState is not a TypedDict to it.
+    breaker_run: NotRequired[Annotated[str, PrivateStateAttr]]  # type: ignore[valid-type]
 
 
 class BreakerMiddleware(AgentMiddleware[BreakerState, Any, Any]):

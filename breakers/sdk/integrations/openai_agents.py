@@ -112,7 +112,8 @@ class BreakerModel(Model):
     @property
     def inner(self) -> Model:
         if self._resolved is None:  # a model name: resolved as the runner would, on first use
-            self._resolved = MultiProvider().get_model(self._inner if self._inner else None)
+            name = self._inner if isinstance(self._inner, str) else None
+            self._resolved = MultiProvider().get_model(name)
         return self._resolved
 
     async def get_response(
@@ -230,8 +231,12 @@ def _record_success(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutpu
     return ToolGuardrailFunctionOutput.allow()
 
 
-_INPUT = ToolInputGuardrail(_refuse_open_tools, name="breakers: refuse open tools")
-_OUTPUT = ToolOutputGuardrail(_record_success, name="breakers: record successes")
+_INPUT: ToolInputGuardrail[Any] = ToolInputGuardrail(
+    _refuse_open_tools, name="breakers: refuse open tools"
+)
+_OUTPUT: ToolOutputGuardrail[Any] = ToolOutputGuardrail(
+    _record_success, name="breakers: record successes"
+)
 
 
 def _recording_failures(original: Any) -> Callable[[Any, Exception], Any]:

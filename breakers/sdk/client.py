@@ -110,8 +110,41 @@ _ids = _Ids()
 os.register_at_fork(after_in_child=_ids._renew)
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+# What the agent thread buffers: (time.time(), event dict without id and ts) or, for a tool
+# call, one flat _ToolCall tuple. The sender thread turns it into the event (_materialize);
+# events taken back after a failed send are already events (dicts) and stay as they are.
+_ToolCall = tuple[float, str, int, str, Outcome, int, "int | None", str, bool]
+_Recorded = tuple[float, "dict[str, Any]"] | _ToolCall
+
+
+def _materialize(item: _Recorded | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    if len(item) == 2:
+        timestamp, event = item
+    else:
+        timestamp, run_id, step, tool, outcome, attempts, duration_ms, error, trial = item
+        event = {
+            "type": "tool.call",
+            "run_id": run_id,
+            "step": step,
+            "tool": tool,
+            "outcome": str(outcome),
+            "attempts": attempts,
+            "duration_ms": duration_ms,
+            "error": _clip(error),
+        }
+        if trial:
+            # The control plane decides a half-open fleet breaker on this event only: a late
+            # call of another run (or worker) must not close or re-open it.
+            event["trial"] = True
+    event["id"] = _ids.new()
+    event["ts"] = _iso(timestamp)
+    return event
 
 
 def _clip(text: str) -> str:
@@ -152,6 +185,9 @@ class Run:
             on_remove=self._on_removed,
         )
         plane._runs_in_progress.add(self)
+        # The per-step hot path goes straight to the run's breakers (bench/bench_sdk.py).
+        self.available = self.breakers.available  # type: ignore[method-assign]
+        self._append = plane._append
 
     # -- the three-line wiring (same calls as ToolBreaker) --------------------------------
 
@@ -174,9 +210,25 @@ class Run:
         attempts: int = 1,
         step: int | None = None,
     ) -> None:
-        trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
-        self.breakers.record_success(tool)
-        self._tool_event(tool, Outcome.SUCCESS, attempts, duration_ms, "", step, trial=trial)
+        breakers = self.breakers
+        # Before recording, which ends the trial; the usual case (no fleet trial) without a call.
+        trial = bool(breakers._fleet_trials) and breakers.holds_fleet_trial(tool)
+        breakers.record_success(tool)
+        # The per-call hot path (bench/bench_sdk.py): the event is a tuple built in one
+        # expression; its JSON is built on the sender thread (_materialize).
+        self._append(
+            (
+                time.time(),
+                self.run_id,
+                self.step if step is None else step,
+                tool,
+                Outcome.SUCCESS,
+                attempts,
+                duration_ms,
+                "",
+                trial,
+            )
+        )
 
     def record_failure(
         self,
@@ -266,21 +318,19 @@ class Run:
         *,
         trial: bool = False,
     ) -> None:
-        event: dict[str, Any] = {
-            "type": "tool.call",
-            "run_id": self.run_id,
-            "step": self.step if step is None else step,
-            "tool": tool,
-            "outcome": str(outcome),
-            "attempts": attempts,
-            "duration_ms": duration_ms,
-            "error": _clip(error),
-        }
-        if trial:
-            # The control plane decides a half-open fleet breaker on this event only: a late
-            # call of another run (or worker) must not close or re-open it.
-            event["trial"] = True
-        self.plane._emit(event)
+        step = self.step if step is None else step
+        record = (
+            time.time(),
+            self.run_id,
+            step,
+            tool,
+            outcome,
+            attempts,
+            duration_ms,
+            error,
+            trial,
+        )
+        self._append(record)
 
     def _on_removed(self, removal: Removal) -> None:
         # The run's own breaker reports its transition itself; a wider scope's removal is reported
@@ -398,7 +448,7 @@ class ControlPlane:
             on_transition=self._on_worker_transition,
             classify=classify,
         )
-        self._buffer: deque[dict[str, Any]] = deque()
+        self._buffer: deque[_Recorded | dict[str, Any]] = deque()
         self._in_flight = 0  # events taken from the buffer and not yet acknowledged
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -507,15 +557,30 @@ class ControlPlane:
     # -- recording (agent thread; never blocks on the network) ---------------------------
 
     def _emit(self, event: dict[str, Any]) -> None:
-        event["id"] = _ids.new()
-        event["ts"] = _now_iso()
+        """Buffer `event` (without id and ts: the sender thread adds them)."""
+        self._append((time.time(), event))
+
+    def _append(self, item: _Recorded) -> None:
+        # Without the lock: a deque's append is atomic, and the sender only ever takes from the
+        # front under the lock. So the bound is approximate by the few threads recording at
+        # once, and the sender is woken when a batch is just full (else by flush_interval).
+        buffer = self._buffer
+        if len(buffer) + self._in_flight < self.max_buffer:
+            buffer.append(item)
+            if len(buffer) == self.batch_size:
+                with self._wake:
+                    self._wake.notify_all()
+            return
         with self._lock:
-            if len(self._buffer) + self._in_flight >= self.max_buffer:
-                self.stats.dropped += 1
-                return
-            self._buffer.append(event)
-            if len(self._buffer) >= self.batch_size:
-                self._wake.notify_all()
+            self.stats.dropped += 1
+
+    def buffered(self) -> list[dict[str, Any]]:
+        """The events waiting to be sent, as they will be sent (for tests and debugging)."""
+        with self._lock:
+            events = [_materialize(item) for item in self._buffer]
+            self._buffer.clear()
+            self._buffer.extend(events)
+        return events
 
     def _emit_transition(
         self, tool: str, scope: Scope, state: State, reason: str, *, run_id: str | None
@@ -561,11 +626,11 @@ class ControlPlane:
                     return None
                 self._wake.wait(self.flush_interval)
             count = min(self.batch_size, len(self._buffer))
-            batch = [self._buffer.popleft() for _ in range(count)]
+            taken = [self._buffer.popleft() for _ in range(count)]
             self._in_flight = count
             if self._drop_report is None and self.stats.dropped > self._reported():
                 self._drop_report = (_ids.new(), self.stats.dropped - self._reported())
-            return batch
+        return [_materialize(item) for item in taken]  # outside the lock the agent appends under
 
     def _reported(self) -> int:
         return self.stats.dropped_reported + (self._drop_report[1] if self._drop_report else 0)

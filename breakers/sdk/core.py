@@ -29,7 +29,7 @@ from typing import ClassVar, NamedTuple, Protocol
 from breakers.sdk.classify import Classifier, ToolFailure, exception_text
 from breakers.sdk.classify import classify as default_classify
 from breakers.sdk.notice import render_notice
-from breakers.sdk.toolsets import filter_tools
+from breakers.sdk.toolsets import StepFilter
 from breakers.sdk.vocabulary import Outcome, Scope, State
 
 __all__ = [
@@ -262,6 +262,7 @@ class ToolBreaker:
         # Replaced, never mutated, on each change: the hot path reads them without the lock.
         self._removals: Mapping[str, Removal] = MappingProxyType({})
         self._removed: frozenset[str] = frozenset()
+        self._filter = StepFilter().filter
         self.version = 0  # bumped whenever the notice would change
         self._notice: tuple[int, str | None] = (0, None)
         self.budget_warning = (
@@ -324,7 +325,7 @@ class ToolBreaker:
 
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's own shape without the removed tools; `tools` is untouched."""
-        return filter_tools(tools, self._removed)
+        return self._filter(tools, self._removed)
 
     def notice(self) -> str | None:
         """None while nothing is open or capped; otherwise the short text to send the model."""

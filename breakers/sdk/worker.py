@@ -48,7 +48,7 @@ from breakers.sdk.core import (
     describe_failure,
 )
 from breakers.sdk.notice import render_notice
-from breakers.sdk.toolsets import filter_tools
+from breakers.sdk.toolsets import StepFilter
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -565,6 +565,7 @@ class RunBreakers:
         self._lock = threading.Lock()
         self._removals: dict[str, Removal] = {}
         self._removed: frozenset[str] = frozenset()
+        self._filter = StepFilter().filter
         self._leases: dict[str, TrialLease] = {}
         self._fleet_trials: dict[str, ExternalScope] = {}  # half-open tools this run may call
         self._synced = -1  # the sum of every scope's version last folded in; -1: not to be trusted
@@ -574,7 +575,7 @@ class RunBreakers:
 
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's shape without the tools this run has lost."""
-        return filter_tools(tools, self._sync())
+        return self._filter(tools, self._sync())
 
     def notice(self) -> str | None:
         removed = self._sync()
@@ -585,10 +586,19 @@ class RunBreakers:
         return self._notice[1]
 
     def record_success(self, name: str) -> None:
-        self.run.record_success(name)
-        if self.worker is not None:
-            lease = self._leases.pop(name, None) if self._leases else None
-            self.worker.record_success(name, lease=lease)
+        # The per-call hot path: a breaker with nothing to reset (the usual case, the same test
+        # its own record_success() makes first) is not called at all.
+        run, worker = self.run, self.worker
+        circuit = run._circuits.get(name)
+        if (circuit is not None and circuit.consecutive) or name in run._semantic:
+            run.record_success(name)
+        if worker is not None:
+            if self._leases:
+                worker.record_success(name, lease=self._leases.pop(name, None))
+            else:
+                circuit = worker._circuits.get(name)
+                if circuit is not None and circuit.consecutive:
+                    worker.record_success(name)
         if self._fleet_trials:
             self._finish_fleet_trial(name, Outcome.SUCCESS, "")
 

@@ -679,7 +679,7 @@ def tool_calls(plane: ControlPlane) -> list[tuple[str, str, bool | None]]:
     """(run id, outcome, the event's `trial` field or None when left out) of each tool.call."""
     return [
         (event["run_id"], event["outcome"], event.get("trial"))
-        for event in plane._buffer
+        for event in plane.buffered()
         if event["type"] == "tool.call"
     ]
 

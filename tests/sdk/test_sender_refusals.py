@@ -101,7 +101,7 @@ def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
 
 
 def event_ids(plane: ControlPlane) -> list[str]:
-    return [event["id"] for event in plane._buffer]
+    return [event["id"] for event in plane.buffered()]
 
 
 # -- refusals ---------------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def test_a_control_plane_run_per_invocation_with_usage_and_finish() -> None:
         middleware=[BreakerMiddleware(control, agent="research")],
     )
     agent.invoke({"messages": [{"role": "user", "content": "find it"}]})
-    events = list(control._buffer)
+    events = control.buffered()
     assert [(e["type"], e.get("outcome")) for e in events] == [
         ("run.started", None),
         ("model.call", None),
@@ -177,7 +177,7 @@ def test_one_agent_serves_concurrent_invocations_as_separate_runs() -> None:
         )
 
     asyncio.run(main())
-    events = list(control._buffer)
+    events = control.buffered()
     started = {e["run_id"] for e in events if e["type"] == "run.started"}
     finished = {e["run_id"] for e in events if e["type"] == "run.finished"}
     calls = sorted(e["run_id"] for e in events if e["type"] == "tool.call")

@@ -110,7 +110,7 @@ def plane() -> ControlPlane:
 
 
 def events(control: ControlPlane) -> list[dict[str, Any]]:
-    return list(control._buffer)
+    return control.buffered()
 
 
 def test_a_control_plane_run_records_tool_calls_model_usage_and_the_finish() -> None:

@@ -125,7 +125,7 @@ def test_a_control_plane_run_per_run_with_usage_and_finish() -> None:
         breaker_capabilities(control, agent="research"),
     )
     agent.run_sync("find it")
-    events = list(control._buffer)
+    events = control.buffered()
     assert [(e["type"], e.get("outcome")) for e in events] == [
         ("run.started", None),
         ("model.call", None),
@@ -151,7 +151,7 @@ def test_one_agent_serves_concurrent_runs_as_separate_runs() -> None:
         await asyncio.gather(*(agent.run(f"q{n}") for n in range(8)))
 
     asyncio.run(main())
-    events = list(control._buffer)
+    events = control.buffered()
     started = {e["run_id"] for e in events if e["type"] == "run.started"}
     finished = {e["run_id"] for e in events if e["type"] == "run.finished"}
     calls = sorted(e["run_id"] for e in events if e["type"] == "tool.call")

@@ -212,7 +212,7 @@ class Run:
     ) -> None:
         breakers = self.breakers
         # Before recording, which ends the trial; the usual case (no fleet trial) without a call.
-        trial = bool(breakers._fleet_trials) and breakers.holds_fleet_trial(tool)
+        trial = False if not breakers._fleet_trials else breakers.holds_fleet_trial(tool)
         breakers.record_success(tool)
         # The per-call hot path (bench/bench_sdk.py): the event is a tuple built in one
         # expression; its JSON is built on the sender thread (_materialize).
@@ -577,9 +577,9 @@ class ControlPlane:
     def buffered(self) -> list[dict[str, Any]]:
         """The events waiting to be sent, as they will be sent (for tests and debugging)."""
         with self._lock:
-            events = [_materialize(item) for item in self._buffer]
-            self._buffer.clear()
-            self._buffer.extend(events)
+            # From the front, as the sender takes: a run may append at the back meanwhile.
+            events = [_materialize(self._buffer.popleft()) for _ in range(len(self._buffer))]
+            self._buffer.extendleft(reversed(events))
         return events
 
     def _emit_transition(

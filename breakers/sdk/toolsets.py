@@ -73,27 +73,32 @@ class StepFilter:
     __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._last: tuple[tuple[Any, ...], Collection[str], tuple[slice, ...]] | None = None
+        # (the items, the removed set, (first kept slice, the other kept slices))
+        self._last: tuple[list[Any], Collection[str], tuple[slice, tuple[slice, ...]]] | None = None
 
     def filter[T](self, tools: Iterable[T], removed: Collection[str]) -> list[T]:
         if not removed or type(tools) is not list:
             return filter_tools(tools, removed)
-        items = tuple(tools)
         last = self._last
-        if last is not None and last[1] is removed and last[0] == items:
-            spans = last[2]
-            kept = tools[spans[0]]
-            for span in spans[1:]:
+        # list == list compares item by item, identity first, without building anything.
+        if last is not None and last[1] is removed and last[0] == tools:
+            first, more = last[2]
+            kept = tools[first]
+            for span in more:
                 kept += tools[span]
             return kept
         kept = filter_tools(tools, removed)
+        items = list(tools)  # a copy: the caller may change its list before the next step
         new_spans = _kept_spans(items, kept)
         # One tuple, swapped in whole: a run's parallel calls may filter at the same time.
-        self._last = None if new_spans is None else (items, removed, new_spans)
+        if new_spans is None:
+            self._last = None
+        else:
+            self._last = (items, removed, (new_spans[0], new_spans[1:]))
         return kept
 
 
-def _kept_spans(items: tuple[Any, ...], kept: list[Any]) -> tuple[slice, ...] | None:
+def _kept_spans(items: list[Any], kept: list[Any]) -> tuple[slice, ...] | None:
     """The runs of `items` that make up `kept`, if `kept` is a subsequence of them; None if a
     group was filtered inside (its copy is no item of the input)."""
     spans: list[slice] = []

@@ -8,8 +8,9 @@ For each framework the same agent is invoked bare, protected by a `ToolBreaker`,
 by a `ControlPlane` (no server, no sender thread: its events stay in the buffer, emptied between
 rounds). A stateless scripted model (no network) asks for `CALLS` tool calls, one per model
 call, then answers, so an invocation is CALLS + 1 model calls and CALLS tool calls, all
-succeeding. Rounds are interleaved (every variant once per round). Reported: the median and
-best time per invocation; the overhead per tool call (with the model call that offered it) as
+succeeding. Rounds are interleaved (every variant once per round). Times are this process's
+CPU time (`time.process_time()`), not wall time. Reported: the median and best time per
+invocation; the overhead per tool call (with the model call that offered it) as
 the median over rounds of (protected - bare) / CALLS in microseconds, and from the best rounds
 (less disturbed by a loaded machine); and the median per-round ratio to bare.
 """
@@ -190,10 +191,12 @@ def measure(
     seconds: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, invoke in variants.items():
-            started = time.perf_counter()
+            # CPU time of this process: on a machine shared with other busy processes, wall time
+            # mostly measures their load; the work an integration adds is CPU work.
+            started = time.process_time()
             for _ in range(invocations):
                 invoke()
-            seconds[name].append((time.perf_counter() - started) / invocations)
+            seconds[name].append((time.process_time() - started) / invocations)
     return seconds
 
 

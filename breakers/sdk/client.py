@@ -453,6 +453,7 @@ class ControlPlane:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._flush_requested = False
+        self._woken = False  # a full batch has woken the sender since it last took one
         self._drop_report: tuple[str, int] | None = None  # (id, count) resent until acknowledged
         self._fleet_etag: str | None = None
         self._trial_body = json.dumps({"worker_id": worker_id}).encode()
@@ -562,13 +563,15 @@ class ControlPlane:
 
     def _append(self, item: _Recorded) -> None:
         # Without the lock: a deque's append is atomic, and the sender only ever takes from the
-        # front under the lock. So the bound is approximate by the few threads recording at
-        # once, and the sender is woken when a batch is just full (else by flush_interval).
+        # front under the lock, so the bound is approximate by the few threads recording at
+        # once. A full batch wakes the sender once; it re-arms that when it takes a batch, so
+        # while it backs off, recording stays lock-free.
         buffer = self._buffer
         if len(buffer) + self._in_flight < self.max_buffer:
             buffer.append(item)
-            if len(buffer) == self.batch_size:
+            if len(buffer) >= self.batch_size and not self._woken:
                 with self._wake:
+                    self._woken = True
                     self._wake.notify_all()
             return
         with self._lock:
@@ -628,6 +631,7 @@ class ControlPlane:
             count = min(self.batch_size, len(self._buffer))
             taken = [self._buffer.popleft() for _ in range(count)]
             self._in_flight = count
+            self._woken = False
             if self._drop_report is None and self.stats.dropped > self._reported():
                 self._drop_report = (_ids.new(), self.stats.dropped - self._reported())
         return [_materialize(item) for item in taken]  # outside the lock the agent appends under

@@ -175,6 +175,12 @@ def sdk_cases() -> list[Case]:
     fleet.update({tool["function"]["name"]: ScopeState(State.CLOSED) for tool in TOOLS})
     fleet_run = worker.start_run(sources=[fleet])
     fleet_run.available(TOOLS)
+    # The fleet also holds open a tool this run does not offer: the run must not hear of it, so
+    # each step checks the names it offers against it.
+    other_fleet = ExternalScope()
+    other_fleet.update({**fleet.snapshot(), "not_offered": ScopeState(State.OPEN, "down")})
+    other_run = worker.start_run(sources=[other_fleet])
+    assert len(other_run.available(TOOLS)) == 19 and "not_offered" not in other_run.removals()
     # The one run of this worker holding the fleet's half-open trial lease of tool_05.
     trial = ScopeState(State.HALF_OPEN, "cooldown elapsed", trial="lease", since="t1")
     trial_fleet = ExternalScope()
@@ -224,6 +230,7 @@ def sdk_cases() -> list[Case]:
             True,
             reset=plane._buffer.clear,
         ),
+        Case("run+worker+fleet view, a fleet tool not offered", step(other_run), PYBREAKER_OK),
         Case("raise + record_failure + available, 1 removed", failed_step, PYBREAKER_FAIL, True),
         Case("record_success alone", lambda: tripped.record_success("tool_03"), PYBREAKER_OK),
         Case(

@@ -18,14 +18,23 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import AuthorizationError, HttpError
 from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
+from pydantic import ConfigDict
 
 from breakers import services
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import OperatorAction, ProbeKind, ProbeMethod, ms_to_datetime
+from breakers.models import (
+    POLICY_BOUNDS,
+    OperatorAction,
+    ProbeKind,
+    ProbeMethod,
+    ToolPolicy,
+    ms_to_datetime,
+)
 from controlplane.api import AgentAuth, OperatorAuth, api, service_unavailable
 from dashboard.permissions import is_operator
 from runs.models import AgentToken
 from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
+from runs.services import TokenMismatch, check_bound_worker, fleet_identity
 
 router = Router(tags=["fleet"])
 
@@ -120,7 +129,7 @@ class TrialOut(Schema):
 @router.post(
     "/tools/{path:tool}/trial",
     auth=AgentAuth(),
-    response={200: TrialOut, 404: ErrorReply},
+    response={200: TrialOut, 403: ErrorReply, 404: ErrorReply},
     summary="Ask for the half-open trial of a tool without a probe",
     description=(
         "One worker at a time holds it: its next reported call of the tool decides (success "
@@ -129,13 +138,32 @@ class TrialOut(Schema):
     ),
 )
 def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
-    grant = services.fleet_trial_acquire(tool_name=tool, worker_id=body.worker_id)
+    token = request.auth  # type: ignore[attr-defined]
+    try:
+        check_bound_worker(token=token, worker_id=body.worker_id)
+    except TokenMismatch as exc:
+        return Status(403, {"detail": exc.detail})
+    holder = fleet_identity(worker_id=body.worker_id, token=token)
+    grant = services.fleet_trial_acquire(tool_name=tool, worker_id=holder)
     expires = ms_to_datetime(grant.lease_until) if grant.granted else None
     return {"granted": grant.granted, "window": grant.window, "expires_at": expires}
 
 
+# A reason must hold something printable and no NUL (PostgreSQL text cannot store it): the
+# server strips it (str.strip) and refuses an empty one with 400. The class is \s plus what
+# Python counts as space and ECMA regexes do not.
+_REASON_PATTERN = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
+# What the model's fields can hold: no control characters in a URL, a dotted Python path.
+_PROBE_URL_PATTERN = r"^$|^(https?|ftps?)://[^\x00-\x20\x7f]*$"
+_DOTTED_PATH_PATTERN = r"^$|^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+
+
 class ReasonIn(Schema):
-    reason: str = Field(..., max_length=services.MAX_REASON_CHARS)
+    reason: str = Field(
+        ...,
+        max_length=services.MAX_REASON_CHARS,
+        json_schema_extra={"minLength": 1, "pattern": _REASON_PATTERN},
+    )
 
 
 class ActionOut(Schema):
@@ -199,19 +227,35 @@ for _action, _slug, _summary in (
     _add_operator_route(_action, _slug, _summary)
 
 
+def _bounded(field: str) -> Any:
+    """A policy number's pydantic field: its bounds (``POLICY_BOUNDS``) in the 422 and schema."""
+    low, high = POLICY_BOUNDS[field]
+    return Field(None, ge=low, le=high, allow_inf_nan=False)
+
+
 class PolicyIn(Schema):
     """Only the fields sent change; null puts a field back to the settings default."""
 
-    threshold: int | None = Field(None, ge=1)
-    cooldown_seconds: float | None = Field(None, gt=0)
-    max_cooldown_seconds: float | None = Field(None, gt=0)
-    min_workers: int | None = Field(None, ge=1)
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: int | None = _bounded("threshold")
+    cooldown_seconds: float | None = _bounded("cooldown_seconds")
+    max_cooldown_seconds: float | None = _bounded("max_cooldown_seconds")
+    min_workers: int | None = _bounded("min_workers")
     probe_kind: ProbeKind | None = None
-    probe_url: str | None = None
+    probe_url: str | None = Field(
+        None,
+        max_length=ToolPolicy._meta.get_field("probe_url").max_length,
+        pattern=_PROBE_URL_PATTERN,
+    )
     probe_method: ProbeMethod | None = None
-    probe_expected_status: int | None = None
-    probe_timeout_seconds: float | None = None
-    probe_callable: str | None = None
+    probe_expected_status: int | None = _bounded("probe_expected_status")
+    probe_timeout_seconds: float | None = _bounded("probe_timeout_seconds")
+    probe_callable: str | None = Field(
+        None,
+        max_length=ToolPolicy._meta.get_field("probe_callable").max_length,
+        pattern=_DOTTED_PATH_PATTERN,
+    )
 
 
 # Fields whose empty value is "" or a fixed default rather than None in the database.

@@ -40,3 +40,43 @@ def check_alert_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             )
         )
     return errors
+
+
+# The fleet settings an operator deploys with, bounded like the per-tool policy fields
+# (``breakers.models.POLICY_BOUNDS``): an unbounded one once made Redis write numbers in
+# exponent form and stopped every tool's recovery.
+_SETTING_BOUNDS: dict[str, tuple[str | None, float, float]] = {
+    "BREAKER_THRESHOLD": ("threshold", 0, 0),
+    "BREAKER_MIN_WORKERS": ("min_workers", 0, 0),
+    "BREAKER_COOLDOWN_SECONDS": ("cooldown_seconds", 0, 0),
+    "BREAKER_MAX_COOLDOWN_SECONDS": ("max_cooldown_seconds", 0, 0),
+    "BREAKER_TRIAL_LEASE_SECONDS": (None, 1.0, 3600.0),
+    "BREAKER_DEDUPE_TTL_SECONDS": (None, 60.0, 30 * 86_400.0),
+    "BREAKER_STALE_OUTCOME_SECONDS": (None, 0.0, 3600.0),
+    "BREAKER_TICK_SECONDS": (None, 0.1, 60.0),
+}
+
+
+@register()
+def check_breaker_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from breakers.models import POLICY_BOUNDS
+
+    errors: list[CheckMessage] = []
+    for name, (policy_field, low, high) in _SETTING_BOUNDS.items():
+        if policy_field is not None:
+            low, high = POLICY_BOUNDS[policy_field]
+        value = getattr(settings, name)
+        if not low <= value <= high:
+            errors.append(
+                Error(
+                    f"{name} must be between {low:g} and {high:g}, got {value!r}",
+                    id="breakers.E006",
+                )
+            )
+    if not settings.BREAKER_COOLDOWN_SECONDS <= settings.BREAKER_MAX_COOLDOWN_SECONDS:
+        errors.append(
+            Error(
+                "need BREAKER_COOLDOWN_SECONDS <= BREAKER_MAX_COOLDOWN_SECONDS", id="breakers.E007"
+            )
+        )
+    return errors

@@ -29,6 +29,9 @@ from breakers.probes import probe_callable_allowed
 from breakers.sdk.vocabulary import State
 from runs.models import AgentToken, BreakerState
 
+# The last millisecond Python's datetime can hold (9999-12-31T23:59:59.999Z).
+MAX_DATETIME_MS = 253_402_300_799_999
+
 
 def ms_to_datetime(ms: int) -> datetime | None:
     """Redis's ms timestamps; 0 means never."""
@@ -36,7 +39,9 @@ def ms_to_datetime(ms: int) -> datetime | None:
 
 
 def datetime_from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    # Clamped: a value beyond year 9999 (Redis holding what an unbounded cooldown once made)
+    # must read as "far away", not raise in whatever page or step shows it.
+    return datetime.fromtimestamp(min(max(ms, 0), MAX_DATETIME_MS) / 1000, tz=UTC)
 
 
 def datetime_to_ms(value: datetime | None) -> int:
@@ -104,6 +109,47 @@ class ProbeMethod(models.TextChoices):
     POST = "POST"
 
 
+# (low, high), inclusive, of every number an operator can set on a policy: the API (422), the
+# model's validation (the admin) and the database's check constraints all use these. The highs
+# keep every derived Redis number (now + cooldown, in ms) an exact integer far from overflow.
+POLICY_BOUNDS: dict[str, tuple[float, float]] = {
+    "threshold": (1, 10_000),
+    "min_workers": (1, 10_000),
+    "cooldown_seconds": (0.1, 604_800.0),  # 7 days
+    "max_cooldown_seconds": (0.1, 604_800.0),
+    "probe_expected_status": (100, 599),
+    "probe_timeout_seconds": (0.1, 60.0),
+}
+_NULLABLE_POLICY_NUMBERS = ("threshold", "min_workers", "cooldown_seconds", "max_cooldown_seconds")
+
+
+def policy_bound_error(field: str, value: float | None) -> str | None:
+    """The message for a value outside its bound (None when it is inside or unset)."""
+    if value is None:
+        return None
+    low, high = POLICY_BOUNDS[field]
+    # `not low <= value <= high` is also true for NaN.
+    if not low <= value <= high:
+        return f"{field} must be between {low:g} and {high:g}"
+    return None
+
+
+def _policy_constraints() -> list[models.BaseConstraint]:
+    constraints: list[models.BaseConstraint] = []
+    for field, (low, high) in POLICY_BOUNDS.items():
+        within = models.Q(**{f"{field}__gte": low, f"{field}__lte": high})
+        if field in _NULLABLE_POLICY_NUMBERS:
+            within |= models.Q(**{f"{field}__isnull": True})
+        constraints.append(
+            models.CheckConstraint(
+                condition=within,
+                name=f"policy_{field}_bounds",
+                violation_error_message=f"{field} must be between {low:g} and {high:g}",
+            )
+        )
+    return constraints
+
+
 class ToolPolicy(models.Model):
     """Per-tool overrides; an empty field takes the default from settings (``BREAKER_*``)."""
 
@@ -125,28 +171,26 @@ class ToolPolicy(models.Model):
 
     class Meta:
         verbose_name_plural = "tool policies"
+        constraints = _policy_constraints()
 
     def __str__(self) -> str:
         return f"policy of {self.tool}"
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.threshold is not None and self.threshold < 1:
-            errors["threshold"] = "must be at least 1"
-        if self.min_workers is not None and self.min_workers < 1:
-            errors["min_workers"] = "must be at least 1"
+        for field in POLICY_BOUNDS:
+            message = policy_bound_error(field, getattr(self, field))
+            if message is not None:
+                errors[field] = message
         if self.probe_kind == ProbeKind.HTTP and not self.probe_url:
             errors["probe_url"] = "an HTTP probe needs a URL"
-        if self.probe_kind == ProbeKind.HTTP and not 100 <= self.probe_expected_status <= 599:
-            errors["probe_expected_status"] = "must be an HTTP status (100-599)"
-        if not 0 < self.probe_timeout_seconds <= 60:
-            errors["probe_timeout_seconds"] = "must be more than 0 and at most 60 seconds"
         if self.probe_kind == ProbeKind.CALLABLE:
             errors.update(_check_callable(self.probe_callable))
-        try:
-            self.fleet_policy()
-        except ValueError as exc:
-            errors.setdefault("cooldown_seconds", str(exc))
+        if not errors:
+            try:
+                self.fleet_policy()
+            except ValueError as exc:
+                errors["cooldown_seconds"] = str(exc)
         if errors:
             raise ValidationError(errors)
 

@@ -43,6 +43,7 @@ from breakers.fleet.store import (
     OutcomeEvent,
     ToolState,
     TrackedTransition,
+    as_int,
     redis_client,
 )
 from breakers.models import (
@@ -63,6 +64,7 @@ from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
 
 __all__ = [
+    "FLEET_STORE_ERRORS",
     "FleetCall",
     "FleetError",
     "FleetInputError",
@@ -75,6 +77,7 @@ __all__ = [
     "fleet_rebuild",
     "fleet_record_tool_calls",
     "fleet_state",
+    "fleet_state_from_database",
     "fleet_store",
     "fleet_tick",
     "fleet_tool_details",
@@ -132,6 +135,8 @@ class FleetCall(Protocol):
     def outcome(self) -> str: ...
     @property
     def trial(self) -> bool: ...
+    @property
+    def dedupe_id(self) -> str: ...
     @property
     def ts(self) -> datetime: ...
 
@@ -306,7 +311,9 @@ def fleet_record_tool_calls(
         cutoff = stale_before.get(call.tool)
         if cutoff is not None and call.ts < cutoff:
             continue  # it happened before the breaker's last change: it must not undo it
-        event = OutcomeEvent(call.event_id, call.worker_id, call.outcome, call.trial)
+        event = OutcomeEvent(
+            call.event_id, call.worker_id, call.outcome, call.trial, call.dedupe_id
+        )
         by_tool.setdefault(call.tool, []).append(event)
     if not by_tool:
         return []
@@ -354,6 +361,31 @@ class FleetView:
         return {"version": self.version, "tools": self.tools}
 
 
+# What the fleet store raises when Redis is unreachable or failing.
+FLEET_STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError,)
+
+
+def fleet_state_from_database() -> FleetView:
+    """The fleet state as the database mirrors it: the answer when Redis cannot give one."""
+    tools: dict[str, dict[str, Any]] = {}
+    version = 0
+    for tool in Tool.objects.only(
+        "name", "state", "since", "auto_reason", "forced_reason", "forced", "seq"
+    ):
+        forced = bool(tool.forced)
+        since = tool.since
+        tools[tool.name] = {
+            "state": tool.state,
+            "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            if since
+            else None,
+            "reason": tool.forced_reason if forced else tool.auto_reason,
+            "forced": forced,
+        }
+        version += tool.seq
+    return FleetView(version, "db", tools)
+
+
 def fleet_state() -> FleetView:
     """Every known tool's fleet state; ``version`` is the sum of the tools' change counters."""
     store = fleet_store()
@@ -366,7 +398,7 @@ def fleet_state() -> FleetView:
     for name, fields in states.items():
         forced = fields["forced"]
         state = forced or fields["auto"] or "closed"
-        since = ms_to_datetime(int(fields["since"] or 0))
+        since = ms_to_datetime(as_int(fields["since"]))
         entry: dict[str, Any] = {
             "state": state,
             "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -378,7 +410,7 @@ def fleet_state() -> FleetView:
         if state == "half_open":
             entry["trial"] = fields["p_trial"] or store.defaults.trial.value
         tools[name] = entry
-        version += int(fields["seq"] or 0)
+        version += as_int(fields["seq"])
     return FleetView(version, generation or "", tools)
 
 
@@ -416,20 +448,34 @@ def fleet_tick(*, now: datetime | None = None) -> list[ProbeOrder]:
     _reconcile(states, ms)  # first: a lost transition comes before the ones this tick makes
     orders = []
     for name, fields in states.items():
-        trial = fields["p_trial"] or store.defaults.trial.value
-        if fields["auto"] == "open" and int(fields["open_until"] or 0) <= ms:
-            tracked, after, trial = _with_restore(name, partial(store.advance, name, now=ms))
-            _persist(name, tracked)
-            if after.auto == "half_open" and trial == TrialMode.PROBE:
-                orders.append(ProbeOrder(name, after.window))
-        elif (
-            fields["auto"] == "half_open"
-            and trial == TrialMode.PROBE
-            and int(fields["lu"] or 0) <= ms
-        ):
-            orders.append(ProbeOrder(name, int(fields["window"] or 0)))
-    _repair_incidents()
+        # One tool at a time: a damaged hash, a database error or a bug met by one tool is
+        # logged and that tool skipped; it must never stop the others from recovering.
+        try:
+            order = _tick_tool(store, name, fields, ms)
+        except Exception:
+            logger.exception("fleet tick: skipped tool %r after an error", name)
+            continue
+        if order is not None:
+            orders.append(order)
+    try:
+        _repair_incidents()
+    except Exception:
+        logger.exception("fleet tick: repairing incidents failed")
     return orders
+
+
+def _tick_tool(
+    store: FleetStore, name: str, fields: Mapping[str, str], ms: int
+) -> ProbeOrder | None:
+    trial = fields["p_trial"] or store.defaults.trial.value
+    if fields["auto"] == "open" and as_int(fields["open_until"]) <= ms:
+        tracked, after, trial = _with_restore(name, partial(store.advance, name, now=ms))
+        _persist(name, tracked)
+        if after.auto == "half_open" and trial == TrialMode.PROBE:
+            return ProbeOrder(name, after.window)
+    elif fields["auto"] == "half_open" and trial == TrialMode.PROBE and as_int(fields["lu"]) <= ms:
+        return ProbeOrder(name, as_int(fields["window"]))
+    return None
 
 
 # Longer than any ingest transaction can run (its statement timeout is 15 s): a transition that
@@ -446,29 +492,36 @@ def _reconcile(states: Mapping[str, Mapping[str, str]], now_ms: int) -> None:
     """
     persisted = dict(Tool.objects.values_list("name", "seq"))
     for name, fields in states.items():
-        seq, changed_at = int(fields["seq"] or 0), int(fields["changed_at"] or 0)
+        seq, changed_at = as_int(fields["seq"]), as_int(fields["changed_at"])
         if seq <= persisted.get(name, 0) or not changed_at:
             continue
         if now_ms - changed_at < RECONCILE_AFTER_MS:
             continue  # its ingest transaction may still be committing it
-        tool, _ = Tool.objects.get_or_create(name=name)
-        after = ToolState.from_hash(fields)
-        change = Transition(
-            seq=seq,
-            at=changed_at,
-            from_state=State(tool.state),
-            to_state=after.state,
-            auto_from=State(tool.auto_state),
-            auto_to=after.auto,
-            forced=after.forced,
-            kind=CauseKind.RECONCILE,
-            cause={"persisted_seq": tool.seq},
-            reason=after.reason,
-        )
         try:
-            _persist(name, [TrackedTransition(change, after)])
-        except IntegrityError:
-            continue  # persisted meanwhile after all
+            _reconcile_tool(name, fields, seq, changed_at)
+        except Exception:
+            logger.exception("fleet tick: could not reconcile tool %r", name)
+
+
+def _reconcile_tool(name: str, fields: Mapping[str, str], seq: int, changed_at: int) -> None:
+    tool, _ = Tool.objects.get_or_create(name=name)
+    after = ToolState.from_hash(fields)
+    change = Transition(
+        seq=seq,
+        at=changed_at,
+        from_state=State(tool.state),
+        to_state=after.state,
+        auto_from=State(tool.auto_state),
+        auto_to=after.auto,
+        forced=after.forced,
+        kind=CauseKind.RECONCILE,
+        cause={"persisted_seq": tool.seq},
+        reason=after.reason,
+    )
+    try:
+        _persist(name, [TrackedTransition(change, after)])
+    except IntegrityError:
+        return  # persisted meanwhile after all
 
 
 def _repair_incidents() -> None:
@@ -562,6 +615,10 @@ def fleet_trial_acquire(
 
 
 def _existing_tool(name: str) -> Tool:
+    # No tool has a NUL in its name (ingest refuses control characters), and PostgreSQL could
+    # not even compare one: it is simply unknown.
+    if "\x00" in name or len(name) > Tool._meta.get_field("name").max_length:  # type: ignore[operator]
+        raise UnknownToolError(f"no tool named {name!r} has reported to the fleet")
     tool = Tool.objects.select_related("policy").filter(name=name).first()
     if tool is None:
         raise UnknownToolError(f"no tool named {name!r} has reported to the fleet")
@@ -572,6 +629,8 @@ def _clean_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise FleetInputError("a reason is required: say why, it is shown to everyone")
+    if "\x00" in reason:
+        raise FleetInputError("the reason holds a NUL character")
     if len(reason) > MAX_REASON_CHARS:
         raise FleetInputError(f"the reason is longer than {MAX_REASON_CHARS} characters")
     return reason
@@ -606,8 +665,7 @@ def fleet_operator_action(
     applied = False
     try:
         with transaction.atomic():
-            # The audit row first: if it cannot be written, Redis is never touched. Only a failed
-            # commit after the Redis step can leave the action applied without its row.
+            # The audit row first: if it cannot be written, Redis is never touched.
             row = OperatorAction.objects.create(
                 tool=tool,
                 action=action,
@@ -627,16 +685,29 @@ def fleet_operator_action(
             applied = True
             row.before, row.after = result.before.as_json(), result.after.as_json()
             row.save(update_fields=["before", "after"])
-            _persist(
-                tool.name,
-                result.transitions,
-                operator_action=row,
-                extra_cause={"actor": actor, "operator_action": row.pk},
-            )
+            # Redis has applied it: from here on nothing may undo the audit row. A failure to
+            # record the transition is logged and left to the tick's reconcile (it records the
+            # state Redis holds); answering 500 would tell the operator it did not happen.
+            try:
+                with transaction.atomic():
+                    _persist(
+                        tool.name,
+                        result.transitions,
+                        operator_action=row,
+                        extra_cause={"actor": actor, "operator_action": row.pk},
+                    )
+            except Exception:
+                logger.exception(
+                    "operator action %s on %r by %s is applied and audited, but its transition "
+                    "was not recorded; the fleet tick reconciles it",
+                    action.value,
+                    tool.name,
+                    actor,
+                )
     except Exception:
         if applied:
-            # Redis has the action, the database has no audit row for it: never silent. The
-            # tick's reconcile records the state Redis holds within RECONCILE_AFTER_MS.
+            # Only a failed commit gets here: Redis has the action, the database has no audit
+            # row for it. Never silent; the tick's reconcile records the state Redis holds.
             logger.error(
                 "operator action %s on %r by %s (reason %r) was applied in Redis but its audit "
                 "row was not committed",
@@ -689,12 +760,12 @@ def fleet_tool_details(*, tool_name: str) -> dict[str, Any]:
     return {
         "tool": tool.name,
         "state": fields.get("forced") or fields.get("auto") or tool.state,
-        "consecutive": int(fields.get("consec") or 0),
+        "consecutive": as_int(fields.get("consec")),
         "workers": workers,
         "streak_events": streak,
-        "window": int(fields.get("window") or 0),
-        "cooldown_ms": int(fields.get("cooldown") or 0) or effective.cooldown_ms,
-        "open_until": ms_to_datetime(int(fields.get("open_until") or 0)),
+        "window": as_int(fields.get("window")),
+        "cooldown_ms": as_int(fields.get("cooldown")) or effective.cooldown_ms,
+        "open_until": ms_to_datetime(as_int(fields.get("open_until"))),
         "lease_holder": fields.get("lh", ""),
         "policy": {
             "threshold": effective.threshold,

@@ -13,6 +13,7 @@ settings with socket timeouts), so the same code runs in tests, benchmarks and p
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "OutcomeEvent",
     "ToolState",
     "TrackedTransition",
+    "as_int",
     "redis_client",
 ]
 
@@ -81,6 +83,26 @@ def redis_client(url: str, *, timeout: float) -> redis.Redis:
     )
 
 
+def as_int(value: str | bytes | float | None) -> int:
+    """A number field of a tool's hash as an int; never raises.
+
+    Lua writes a number beyond 1e14 in exponent form (``1e+18``, what an unbounded cooldown once
+    made), which ``int()`` refuses; anything unreadable counts as 0 (unset) so that one damaged
+    hash cannot stop the readers of every tool.
+    """
+    if value is None or value == "" or value == b"":
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0
+    return int(number) if math.isfinite(number) else 0
+
+
 @cache
 def _script_source(name: str) -> str:
     return (_LUA / "prelude.lua").read_text() + "\n" + (_LUA / f"{name}.lua").read_text()
@@ -94,6 +116,7 @@ class OutcomeEvent:
     worker: str
     outcome: str
     trial: bool = False  # made under a fleet trial lease (the event's ``trial`` flag)
+    dedupe_id: str = ""  # what makes the event unique fleet-wide; ``event_id`` when empty
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +168,7 @@ class ToolState:
         """From the raw fields of the state hash (a snapshot row or ``details()``)."""
 
         def number(name: str) -> int:
-            return int(fields.get(name) or 0)
+            return as_int(fields.get(name))
 
         return cls(
             auto=State(fields.get("auto") or State.CLOSED),
@@ -266,6 +289,10 @@ class FleetStore:
         tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
         return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
 
+    def ping(self) -> None:
+        """Raise ``redis.RedisError`` unless the store answers."""
+        self.client.ping()
+
     def dedupe_key(self, tool: str, event_id: str) -> str:
         return f"{self.prefix}:{{{quote(tool, safe='')}}}:seen:{event_id}"
 
@@ -290,7 +317,7 @@ class FleetStore:
         keys = []
         for event in events:
             args += [event.event_id, event.worker, event.outcome, "1" if event.trial else "0"]
-            keys.append(self.dedupe_key(tool, event.event_id))
+            keys.append(self.dedupe_key(tool, event.dedupe_id or event.event_id))
         data = self._run("apply", tool, now, *args, keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))
 
@@ -399,7 +426,7 @@ class FleetStore:
         fields, workers, streak = pipe.execute()
         return (
             {_text(k): _text(v) for k, v in fields.items()},
-            {_text(k): int(v) for k, v in workers.items()},
+            {_text(k): as_int(v) for k, v in workers.items()},
             [_text(event) for event in streak],
         )
 

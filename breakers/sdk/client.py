@@ -14,6 +14,10 @@ Nothing on the agent's side waits on the network. ``available()``, ``notice()`` 
 ``batch_size`` events are waiting or ``flush_interval`` has passed), retries with exponential
 backoff and jitter, honours ``Retry-After`` on 429/503, and resends a failed batch with the same
 event ids, so the control plane applies it exactly once whatever happened to the first try.
+"Later" answers (no answer, 401, 408, 429, 503, anything with ``Retry-After``) are resent for as
+long as it takes; a batch the server keeps failing with another 5xx is bisected down to the
+event it cannot take, and only that event is dropped (once an empty batch shows the server is
+up), so one bad event never blocks the rest. ``flush()`` and ``close()`` keep to their timeout.
 A second thread polls ``GET /api/v1/fleet`` with ``If-None-Match``; every ingest reply carries the
 fleet state too. When the buffer is full, new events are dropped (the oldest are kept: they
 include the ``run.started`` later events refer to), counted, and the count is reported with the
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import atexit
 import email.utils
+import enum
 import http.client
 import itertools
 import json
@@ -80,7 +85,9 @@ logger = logging.getLogger("breakers.sdk.client")
 # Matches the server's limit (docs/api.md): longer texts would be cut there anyway.
 MAX_TEXT_CHARS = 2000
 _RUN_STATUSES = frozenset(FINISHED_STATUSES)
-_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# "Nothing was written, send it again later": resent with the same ids until the server
+# takes them, however long that is (with Retry-After, any status means that).
+_LATER_STATUSES = frozenset({0, 401, 408, 429, 503})
 ALL_SCOPES: tuple[str, ...] = SCOPES
 # A run breaker that never trips: how a plane without run scope still records per-run facts.
 _NEVER = 2**62
@@ -361,6 +368,7 @@ class SenderStats:
         self.dropped_reported = 0  # of those, acknowledged by the control plane
         self.failed_attempts = 0  # sends that did not get a 200 (and were retried)
         self.refused_batches = 0  # refused for good (4xx): their events are counted as dropped
+        self.undeliverable = 0  # single events the server kept failing (5xx): counted as dropped
         self.malformed_replies = 0  # a 200 whose body made no sense: taken as acknowledged
         self.loop_errors = 0  # unexpected exceptions the background threads logged and survived
         self.fleet_polls = 0
@@ -396,6 +404,7 @@ class ControlPlane:
         trial_retry_interval: float = 5.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
+        server_error_tries: int = 3,
         threshold: int = ToolBreaker.THRESHOLD,
         cooldown: float = DEFAULT_COOLDOWN,
         max_cooldown: float = DEFAULT_MAX_COOLDOWN,
@@ -428,6 +437,8 @@ class ControlPlane:
         self.trial_retry_interval = trial_retry_interval
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        # A 5xx without Retry-After this many times in a row: split the batch (see _deliver).
+        self.server_error_tries = max(1, server_error_tries)
         self._scheme = parts.scheme
         self._host = parts.hostname
         self._port = parts.port
@@ -457,6 +468,7 @@ class ControlPlane:
         self._drop_report: tuple[str, int] | None = None  # (id, count) resent until acknowledged
         self._fleet_etag: str | None = None
         self._trial_body = json.dumps({"worker_id": worker_id}).encode()
+        self._empty_batch = _encode({"worker_id": worker_id, "events": []})
         # Weak: a run the agent dropped without finish() stops counting once collected.
         self._runs_in_progress: weakref.WeakSet[Run] = weakref.WeakSet()
         self._stopping = threading.Event()
@@ -509,9 +521,12 @@ class ControlPlane:
             return True
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Flush within ``timeout`` seconds, then stop the threads. Safe to call twice."""
+        """Flush, then stop the threads; returns within ``timeout`` seconds whatever the control
+        plane does (a thread still waiting on a request is left to end on its own: daemon).
+        Safe to call twice."""
         if self._closed:
             return True
+        deadline = time.monotonic() + timeout
         self._closed = True
         atexit.unregister(self.close)
         flushed = self.flush(timeout) if self._threads else not self._buffer
@@ -519,7 +534,7 @@ class ControlPlane:
         with self._wake:
             self._wake.notify_all()
         for thread in self._threads:
-            thread.join(timeout=max(0.1, self.timeout))
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not flushed:
             logger.warning("closed with %d events not delivered", self.pending())
         return flushed
@@ -640,47 +655,127 @@ class ControlPlane:
         return self.stats.dropped_reported + (self._drop_report[1] if self._drop_report else 0)
 
     def _deliver(self, batch: list[dict[str, Any]], stopping: threading.Event) -> bool:
-        """Send one batch until it is acknowledged; False if the plane stopped first (the batch
-        is back at the front of the buffer)."""
-        body: dict[str, Any] = {"worker_id": self.worker_id, "events": batch}
-        if self._drop_report is not None:
-            body["dropped"] = {"id": self._drop_report[0], "count": self._drop_report[1]}
-        payload = _encode(body)
-        failures = 0
-        while True:
-            status, headers, reply = self._request("POST", "/api/v1/events", payload)
+        """Send one batch until each of its events is acknowledged or dropped; False if the
+        plane stopped first (what is left is back at the front of the buffer).
+
+        The batch may be cut into parts: halves of a batch too big for the server (413), and
+        halves of a batch the server keeps failing (5xx without ``Retry-After``), bisected down
+        to the event it cannot take. ``parts`` is a stack; its last entry is sent next, with the
+        number of server errors it may have before it is split (or, alone, dropped).
+        """
+        tries = max(1, self.server_error_tries)
+        parts: list[tuple[list[dict[str, Any]], int]] = [(batch, tries)]
+        failures = 0  # answers in a row that were not a 200: the backoff grows with them
+        errors = 0  # server errors of the part being sent
+        while parts:
+            events, allowed = parts[-1]
+            status, headers, reply = self._request("POST", "/api/v1/events", self._body(events))
             if status == 200:
+                parts.pop()
                 self._acknowledge(reply)
-                return True
-            self.stats.failed_attempts += 1
-            if status == 413 and len(batch) > 1:
-                # Too big for the server's limits: send it in halves (same ids, still once).
-                half = len(batch) // 2
-                self._requeue_front(batch[half:])
-                batch = batch[:half]
-                body["events"] = batch
-                payload = _encode(body)
+                self._finish_batch(done=len(events))
+                failures = errors = 0
                 continue
-            if not _worth_retrying(status):
+            self.stats.failed_attempts += 1
+            answer = _classify(status, headers)
+            if status == 413 and len(events) > 1:
+                # Too big for the server's limits: send it in halves (same ids, still once).
+                parts.pop()
+                half = len(events) // 2
+                parts += [(events[half:], allowed), (events[:half], allowed)]
+                errors = 0
+                continue
+            if answer is _Answer.REFUSED:
                 # Refused for good (a single event too big, a bad body, a wrong URL): resending
                 # the same bytes cannot help, and would hold up every later event. Drop it.
                 logger.error(
                     "control plane refused a batch of %d events with HTTP %d; dropping it: %.300r",
-                    len(batch),
+                    len(events),
                     status,
                     reply,
                 )
+                parts.pop()
                 self.stats.refused_batches += 1
-                self._finish_batch(dropped=len(batch))
-                return True
+                self._finish_batch(done=len(events), dropped=len(events))
+                errors = 0
+                continue
+            if answer is _Answer.SERVER_ERROR:
+                errors += 1
+                if errors >= allowed:
+                    errors = 0
+                    if len(events) > 1:
+                        # The server keeps failing this batch: isolate what it cannot take.
+                        # A half it takes goes through at once; a failing half is split again
+                        # after one more error, so finding one bad event takes log2(n) sends.
+                        parts.pop()
+                        parts += _halves(events, tries)
+                        failures = 0  # a new request: no reason yet to wait longer
+                        continue
+                    if self._takes_batches():
+                        parts.pop()
+                        if events:  # (an empty part carried only a drop report: now sent)
+                            self._drop_undeliverable(events[0], status, reply)
+                        failures = 0
+                        continue
+                    # The server fails an empty batch too: it is down, not this event. Keep it,
+                    # and look again after as many errors.
             failures += 1
             delay = self._retry_delay(failures, headers)
             if status == 401 and failures == 1:
                 logger.error("control plane refused the agent token (401); will keep retrying")
             if stopping.wait(delay):
                 # close() gave up waiting: keep the events (pending() counts them) and stop.
-                self._requeue_front(batch)
+                self._requeue_front([event for part, _ in reversed(parts) for event in part])
                 return False
+        return True
+
+    def _body(self, events: list[dict[str, Any]]) -> bytes:
+        body: dict[str, Any] = {"worker_id": self.worker_id, "events": events}
+        if self._drop_report is not None:
+            body["dropped"] = {"id": self._drop_report[0], "count": self._drop_report[1]}
+        return _encode(body)
+
+    def _takes_batches(self) -> bool:
+        """Does the control plane take a batch at all right now (an empty one)? Tells an event
+        it cannot take from a control plane that is down behind a proxy answering 502.
+
+        The empty batch carries the drop report when one is due, like the failing batch did:
+        if only the report is what the server cannot take, the report is given up (logged)
+        rather than every event that would carry it, and False lets the event be tried again.
+        """
+        status, _, reply = self._request("POST", "/api/v1/events", self._body([]))
+        if status == 200:
+            self._acknowledge(reply)  # the drop report, if any, is now reported
+            return True
+        report = self._drop_report
+        if report is None or _classify(status, {}) is not _Answer.SERVER_ERROR:
+            return False
+        bare, _, _ = self._request("POST", "/api/v1/events", self._empty_batch)
+        if bare == 200:
+            logger.error(
+                "control plane answered HTTP %d to the report of %d dropped events while taking "
+                "an empty batch; giving up on reporting them: %.300r",
+                status,
+                report[1],
+                reply,
+            )
+            with self._lock:  # counted as reported, so _next_batch() does not report it again
+                self.stats.dropped_reported += report[1]
+                self._drop_report = None
+        return False
+
+    def _drop_undeliverable(self, event: dict[str, Any], status: int, reply: Any) -> None:
+        logger.error(
+            "control plane answered HTTP %d to a %s event (id %s) %d times while taking other "
+            "batches; dropping it: %.300r",
+            status,
+            event.get("type"),
+            event.get("id"),
+            self.server_error_tries,
+            reply,
+        )
+        self.stats.undeliverable += 1
+        self._finish_batch(done=1, dropped=1)
 
     def _acknowledge(self, reply: Any) -> None:
         """A 200: the batch is in. A reply that makes no sense still means that; its counts are
@@ -709,11 +804,11 @@ class ControlPlane:
         fleet = reply.get("fleet")
         if isinstance(fleet, Mapping):
             self.update_fleet(fleet)
-        self._finish_batch()
 
-    def _finish_batch(self, dropped: int = 0) -> None:
+    def _finish_batch(self, done: int | None = None, dropped: int = 0) -> None:
+        """``done`` events in flight are over (all of them by default), ``dropped`` of them lost."""
         with self._wake:
-            self._in_flight = 0
+            self._in_flight = 0 if done is None else max(0, self._in_flight - done)
             self.stats.dropped += dropped
             self._wake.notify_all()
 
@@ -815,10 +910,30 @@ def _encode(body: Mapping[str, Any]) -> bytes:
     return json.dumps(body, default=str).encode()
 
 
-def _worth_retrying(status: int) -> bool:
-    """0 (no answer: connection error, timeout), 401 (the token may be fixed meanwhile), and
-    the statuses that say "later" (408, 429, 5xx overload)."""
-    return status == 0 or status == 401 or status in _RETRY_STATUSES
+class _Answer(enum.Enum):
+    LATER = "later"  # resend the same batch later, as often as it takes
+    SERVER_ERROR = "server error"  # resend a few times, then isolate the event it cannot take
+    REFUSED = "refused"  # resending the same bytes cannot help
+
+
+def _classify(status: int, headers: Mapping[str, str]) -> _Answer:
+    """How to treat an answer other than 200. 0 is no answer (connection error, timeout); 401
+    is retried too, since the token may be fixed meanwhile. A 5xx other than 503 without a
+    ``Retry-After`` may be an event the server cannot take (a bug on its side), so it is not
+    resent forever: one such event must not block every later event of the worker."""
+    if status in _LATER_STATUSES or (status >= 500 and "retry-after" in headers):
+        return _Answer.LATER
+    if status >= 500:
+        return _Answer.SERVER_ERROR
+    return _Answer.REFUSED
+
+
+def _halves(events: list[dict[str, Any]], tries: int) -> list[tuple[list[dict[str, Any]], int]]:
+    """Two stack entries for ``_deliver``, the first half on top. A half of a batch the server
+    failed is split again after one error, but a single event gets all ``tries``."""
+    half = len(events) // 2
+    first, second = events[:half], events[half:]
+    return [(second, tries if len(second) == 1 else 1), (first, tries if len(first) == 1 else 1)]
 
 
 def _is_count(value: Any) -> bool:

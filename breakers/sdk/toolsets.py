@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, cast
 
-__all__ = ["GEMINI_GROUP_KEYS", "StepFilter", "filter_tools", "tool_name"]
+__all__ = ["GEMINI_GROUP_KEYS", "StepFilter", "filter_tools", "tool_name", "tool_names"]
 
 GEMINI_GROUP_KEYS = ("function_declarations", "functionDeclarations")
 
@@ -40,6 +40,27 @@ def tool_name(tool: object) -> str | None:
     else:
         name = getattr(tool, "name", None)
     return name if isinstance(name, str) else None
+
+
+def tool_names(tools: Iterable[object]) -> set[str]:
+    """Every name the model may call in `tools`, inside groups too (what `filter_tools` can
+    remove): the tools a run offers, so the only ones a wider scope may tell it about."""
+    if isinstance(tools, list):
+        try:
+            # All OpenAI Chat, the commonest: one comprehension. A name that is not a string
+            # matches no string, so the set is only ever tested for strings.
+            return {t["function"]["name"] for t in tools}
+        except (KeyError, TypeError, IndexError):
+            pass  # another shape somewhere in the list: take the general path
+    found: set[str] = set()
+    for tool in tools:
+        name = tool_name(tool)
+        if name is not None:
+            found.add(name)
+        elif isinstance(tool, Mapping):
+            for key in _group_keys(tool):
+                found |= tool_names(tool[key])
+    return found
 
 
 def filter_tools[T](tools: Iterable[T], removed: Collection[str]) -> list[T]:

@@ -25,11 +25,11 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from breakers.sdk.classify import Classifier
 from breakers.sdk.classify import classify as default_classify
@@ -48,7 +48,7 @@ from breakers.sdk.core import (
     describe_failure,
 )
 from breakers.sdk.notice import render_notice
-from breakers.sdk.toolsets import StepFilter
+from breakers.sdk.toolsets import StepFilter, tool_names
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -541,6 +541,9 @@ class RunBreakers:
     When the worker's breaker is due a trial, the first run to ask gets the lease and sees the
     tool in `available()`; every other run sees it removed. The same goes for a fleet half-open
     tool without a probe while this worker holds its fleet trial lease (`ExternalScope`).
+    The worker's and the wider scopes' tools count only once the run has offered a tool of that
+    name (in a tools array passed to `available()`, or to `is_open()`): a run never hears of,
+    reports or is degraded by a tool it does not have.
     """
 
     def __init__(
@@ -570,12 +573,18 @@ class RunBreakers:
         self._fleet_trials: dict[str, ExternalScope] = {}  # half-open tools this run may call
         self._synced = -1  # the sum of every scope's version last folded in; -1: not to be trusted
         self._notice: tuple[tuple[int, int], str | None] = ((0, -1), None)
+        # A tool name from the worker or a wider scope reaches this run (its notice, its
+        # removals, its removal events) only if the run offered a tool of that exact name
+        # itself: the fleet's names are sent by any agent and are untrusted text.
+        self._offered: frozenset[str] = frozenset()
+        self._unoffered: frozenset[str] = frozenset()  # wider-scope removals not offered (yet)
 
     # -- the three-line wiring -------------------------------------------------------------
 
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's shape without the tools this run has lost."""
-        return self._filter(tools, self._sync())
+        tools = tools if isinstance(tools, list) else list(tools)
+        return self._filter(tools, self._sync(tools))
 
     def notice(self) -> str | None:
         removed = self._sync()
@@ -614,8 +623,14 @@ class RunBreakers:
     # -- reading ---------------------------------------------------------------------------
 
     def is_open(self, name: str) -> bool:
-        """May this run call `name`? False means yes (claiming the worker's trial if one is due)."""
-        return name in self._sync()
+        """May this run call `name`? False means yes (claiming the worker's trial if one is due).
+        Asking about a tool offers it: the name comes from the run itself."""
+        return name in self._sync(name=name)
+
+    def offered(self) -> frozenset[str]:
+        """The names this run offered (in `available()` or `is_open()`) that another scope
+        holds or held: the only wider-scope tools the run is told about."""
+        return self._offered
 
     def open_tools(self) -> tuple[str, ...]:
         return tuple(sorted(self._sync()))
@@ -655,20 +670,27 @@ class RunBreakers:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _sync(self) -> frozenset[str]:
-        """Fold every scope's removals into the run's own set, which only ever grows."""
+    def _sync(self, tools: list[Any] | None = None, name: str | None = None) -> frozenset[str]:
+        """Fold every scope's removals into the run's own set, which only ever grows.
+        ``tools`` or ``name``: what the caller offers now, which other scopes may then remove."""
         # Every version only grows, so their sum moves whenever one does. Read them before
         # the snapshots: a change in between then only costs one more slow pass.
         versions = self.run.version + (0 if self.worker is None else self.worker.version)
         if self._versioned:
             for source in self._versioned:
                 versions += source.version
+        offering: Collection[str] | None = None
         if versions == self._synced:
-            return self._removed  # the per-step fast path: nothing new anywhere
+            if not self._unoffered or (tools is None and name is None):
+                return self._removed  # the per-step fast path: nothing new anywhere
+            # Another scope holds a tool this run has not offered: does it offer it now?
+            offering = (name,) if name is not None else tool_names(tools or ())
+            if self._unoffered.isdisjoint(offering):
+                return self._removed
         own = self.run.removals()
         worker = _EMPTY if self.worker is None else self.worker.removals()
         with self._lock:
-            added = self._collect(own, worker)
+            added = self._collect(own, worker, offering, tools, name)
             self._add(added)
             # Unversioned sources and trials (which lapse with time) are looked at every step.
             # Trials are only taken here, so a run that holds none after this pass has none
@@ -688,7 +710,14 @@ class RunBreakers:
             for removal in added:
                 self._on_remove(removal)
 
-    def _collect(self, own: Mapping[str, Removal], worker: Mapping[str, Removal]) -> list[Removal]:
+    def _collect(
+        self,
+        own: Mapping[str, Removal],
+        worker: Mapping[str, Removal],
+        offering: Collection[str] | None = None,
+        tools: list[Any] | None = None,
+        asked: str | None = None,
+    ) -> list[Removal]:
         now = self._clock()
         external = [(source, source.snapshot()) for source in self.sources]
         pinned = {
@@ -706,13 +735,32 @@ class RunBreakers:
         for removal in own.values():
             if removal.tool not in pinned:
                 remove(removal)
+        offered, unoffered = set(self._offered), set()
+        offers = offering
+
+        def is_offered(tool: str) -> bool:
+            nonlocal offers
+            if tool in offered:
+                return True
+            if offers is None and (tools is not None or asked is not None):
+                offers = (asked,) if asked is not None else tool_names(tools or ())
+            if offers is not None and tool in offers:
+                offered.add(tool)
+                return True
+            unoffered.add(tool)
+            return False
+
         for name, removal in worker.items():
+            if name in self._removed or name in added or not is_offered(name):
+                continue
             if name not in pinned and name not in added and not self._holds_trial(name):
                 remove(removal if removal.last_error else self._with_last_error(removal))
         trying: set[str] = set()
         for source, states in external:
             for name, status in states.items():
                 if status.state not in REMOVING_STATES or name in self._removed or name in added:
+                    continue
+                if not is_offered(name):
                     continue
                 if self._may_try(source, name, status):
                     trying.add(name)
@@ -728,6 +776,7 @@ class RunBreakers:
             self._drop_lease(name)
         for name in [name for name in self._fleet_trials if name not in trying]:
             self._fleet_trials.pop(name).release_trial(name, self._owner)
+        self._offered, self._unoffered = frozenset(offered), frozenset(unoffered)
         return list(added.values())
 
     def _last_error(self, name: str) -> str:

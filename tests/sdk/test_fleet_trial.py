@@ -731,6 +731,7 @@ def test_the_fleet_entrys_last_error_is_read_but_kept_out_of_the_notice(
     run = plane.start_run(agent="research")
     poll(plane)
     assert plane.fleet.snapshot()["web_search"].last_error == "timeout"
+    run.available(TOOLS)
     # Another agent's error text is not this run's to read: the notice says it in its own words.
     text = run.notice() or ""
     assert "- web_search: failing for other agents right now" in text

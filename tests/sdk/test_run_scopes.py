@@ -69,7 +69,9 @@ def test_failures_across_runs_open_the_worker_for_every_run(worker: WorkerBreake
 
 def test_a_run_names_the_workers_last_error_without_scope_words(worker: WorkerBreakers) -> None:
     open_in_worker(worker)
-    text = worker.start_run().notice() or ""
+    run = worker.start_run()
+    run.available(TOOLS)  # a run hears of another scope's tools only among those it offers
+    text = run.notice() or ""
     assert "- web_search: it keeps failing (last error: 503 from vendor)" in text
     assert "scope" not in text and "worker" not in text
 
@@ -268,7 +270,9 @@ def test_a_forced_open_reason_reaches_the_notice(
     worker: WorkerBreakers, fleet: ExternalScope
 ) -> None:
     fleet.update({"web_search": ScopeState(State.FORCED_OPEN, "forced open: contract ended")})
-    text = worker.start_run(sources=[fleet]).notice() or ""
+    run = worker.start_run(sources=[fleet])
+    run.available(TOOLS)
+    text = run.notice() or ""
     assert "- web_search: switched off by an operator (contract ended)" in text
 
 
@@ -312,6 +316,7 @@ def test_a_fleet_removal_names_the_runs_own_last_error(
     run = worker.start_run(sources=[fleet])
     run.record_failure("web_search", ToolFailure("503 from vendor"))
     fleet.update({"web_search": ScopeState(State.OPEN, "5 failures from 2 workers", "timeout")})
+    run.available(TOOLS)
     assert "- web_search: it keeps failing (last error: 503 from vendor)" in (run.notice() or "")
 
 
@@ -325,7 +330,9 @@ def test_a_fleet_removal_falls_back_to_the_workers_error_never_the_fleets(
             "fetch_url": ScopeState(State.OPEN, "5 failures from 2 workers", "DNS failure"),
         }
     )
-    text = worker.start_run(sources=[fleet]).notice() or ""
+    run = worker.start_run(sources=[fleet])
+    run.available(TOOLS)
+    text = run.notice() or ""
     assert "- web_search: it keeps failing (last error: 502 bad gateway)" in text
     assert "- fetch_url: failing for other agents right now" in text
     assert "DNS failure" not in text
@@ -337,6 +344,7 @@ def test_a_semantic_rejection_is_not_named_as_the_last_error(
     run = worker.start_run(sources=[fleet])
     run.record_failure("web_search", BAD_ARGS)
     fleet.update({"web_search": ScopeState(State.OPEN, "5 failures from 2 workers")})
+    run.available(TOOLS)
     assert "- web_search: failing for other agents right now" in (run.notice() or "")
 
 
@@ -346,4 +354,5 @@ def test_a_forced_open_keeps_the_operators_reason_over_the_runs_error(
     run = worker.start_run(sources=[fleet])
     run.record_failure("web_search", DOWN)
     fleet.update({"web_search": ScopeState(State.FORCED_OPEN, "forced open: contract ended")})
+    run.available(TOOLS)
     assert "- web_search: switched off by an operator (contract ended)" in (run.notice() or "")

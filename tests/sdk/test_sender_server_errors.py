@@ -124,7 +124,7 @@ def play_run(plane: ControlPlane, *, calls: int = 12) -> None:
 
 
 def buffered(plane: ControlPlane) -> Events:
-    return list(plane._buffer)
+    return plane.buffered()
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> None:

@@ -81,7 +81,7 @@ def scratch_database(admin_url: str, name: str) -> Iterator[str]:
 
 
 def migrate(db_url: str) -> None:
-    env = os.environ | {"DATABASE_URL": db_url, "SECRET_KEY": secrets.token_urlsafe(32)}
+    env = os.environ | {"DATABASE_URL": db_url, "SECRET_KEY": secrets.token_urlsafe(64)}
     subprocess.run(
         [PYTHON, "manage.py", "migrate", "--verbosity", "0"],
         cwd=ROOT, env=env, check=True, timeout=300,

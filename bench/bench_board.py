@@ -76,7 +76,8 @@ def setup_django(db_url: str, redis_url: str) -> None:
         DJANGO_SETTINGS_MODULE="controlplane.settings",
         # Production-like: no query log kept in memory, no debug pages.
         DEBUG="False",
-        SECRET_KEY=secrets.token_urlsafe(32),
+        SECRET_KEY=secrets.token_urlsafe(64),
+        TLS_PROXY="False",  # the test client speaks plain HTTP
         DB_CONN_MAX_AGE="600",
     )
     os.environ.pop("TEST_DATABASE_NAME", None)
@@ -84,6 +85,13 @@ def setup_django(db_url: str, redis_url: str) -> None:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    # No collectstatic here: plain static URLs instead of the production manifest's hashed ones.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
 
 
 # --- seeding -------------------------------------------------------------------------------------

@@ -382,7 +382,8 @@ def main() -> None:
 
     with scratch_database(args.database_url, args.bench_db) as db_url:
         env = os.environ | {"DATABASE_URL": db_url, "DEBUG": "False", "LOG_LEVEL": "WARNING",
-                            "SECRET_KEY": secrets.token_urlsafe(32)}  # fmt: skip
+                            "SECRET_KEY": secrets.token_urlsafe(64),
+                            "TLS_PROXY": "False"}  # fmt: skip
         manage(env, "migrate", "--verbosity", "0")
         setup_django(db_url)
         report = [f"{os.cpu_count()} cores, Redis {_redis_version()} and PostgreSQL on localhost\n"]

@@ -359,7 +359,8 @@ def main() -> None:
         "REDIS_URL": args.redis_url,
         "CELERY_BROKER_URL": args.redis_url,
         "DEBUG": "False",
-        "SECRET_KEY": secrets.token_urlsafe(32),
+        "SECRET_KEY": secrets.token_urlsafe(64),
+        "TLS_PROXY": "False",  # plain HTTP on loopback
         "DB_CONN_MAX_AGE": "600",
         "LOG_LEVEL": "WARNING",
     }

@@ -25,6 +25,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from breakers.alerts import alerts_for_fleet_changes
+from breakers.call_metrics import count_tool_calls
 from breakers.fleet import rules
 from breakers.fleet.rules import (
     AGENT_HOLDER_PREFIX,
@@ -304,6 +305,8 @@ def fleet_record_tool_calls(
     recognised by Redis itself, so a batch whose database transaction failed after this ran is
     not counted twice when it comes back.
     """
+    calls = list(calls)
+    count_tool_calls(calls)  # Prometheus (breakers.call_metrics)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
     by_tool: dict[str, list[OutcomeEvent]] = {}

@@ -10,16 +10,21 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
-from controlplane.env import envbool, envfloat, envint, envlist, envstr
+from controlplane.env import envbool, envfloat, envint, envlist, envstr, weak_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY = envstr("SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = envbool("DEBUG", True)
+if not SECRET_KEY.strip():
+    raise ImproperlyConfigured("SECRET_KEY is set but empty")
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (refusing the dev secret)")
+if not DEBUG and (weak := weak_secret_key(SECRET_KEY)):
+    raise ImproperlyConfigured(f"SECRET_KEY is too weak for production: {weak}")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = envstr("SITE_URL", "http://127.0.0.1:8000")
@@ -40,6 +45,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy from SECURE_CSP (Django 6's own middleware).
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -47,6 +54,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Times ingest batches and counts their events for /metrics (breakers.metrics).
+    "breakers.metrics.IngestMetricsMiddleware",
     # Every page needs a login except those marked login_not_required; /api/ uses tokens.
     "dashboard.middleware.LoginRequiredMiddleware",
 ]
@@ -118,7 +127,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(envstr("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
@@ -128,6 +137,48 @@ STATICFILES_FINDERS = [
 
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
+
+# --- Production (DEBUG off): static files, TLS behind a proxy, CSP, probes (docs/operations.md) ---
+if not DEBUG:
+    # gunicorn serves /static/ itself: hashed names (cached for a year) and gzip/brotli copies
+    # made by collectstatic. In DEBUG, runserver and the test live server serve them.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+# Production runs behind a TLS-terminating proxy that sets X-Forwarded-Proto (and overwrites a
+# client's own): then HTTPS is required and announced with HSTS. Set TLS_PROXY=False only for a
+# plain-HTTP try-out on one machine (check --deploy then warns, as it should).
+TLS_PROXY = envbool("TLS_PROXY", not DEBUG)
+if TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", TLS_PROXY)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000 if TLS_PROXY else 0)
+# Both on, as check --deploy asks; turn them off if other hosts of the domain still speak HTTP.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", TLS_PROXY)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", TLS_PROXY)
+# Health checks and scrapes come from inside the network over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+# Every page's scripts and styles are local files; plotly adds <style> elements at run time.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+
+# --- Login throttling (controlplane.login_throttle) ---
+# After LOGIN_MAX_FAILURES wrong passwords for one username within LOGIN_FAILURE_WINDOW_SECONDS
+# (or LOGIN_MAX_FAILURES_PER_ADDRESS from one client address) logins are refused, right password
+# or not, until the window has passed.
+LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_ADDRESS = envint("LOGIN_MAX_FAILURES_PER_ADDRESS", 20)
+LOGIN_FAILURE_WINDOW_SECONDS = envint("LOGIN_FAILURE_WINDOW_SECONDS", 900)
 
 LOGGING = {
     "version": 1,
@@ -156,6 +207,9 @@ BREAKER_TRIAL_LEASE_SECONDS = envfloat("BREAKER_TRIAL_LEASE_SECONDS", 120.0)
 BREAKER_DEDUPE_TTL_SECONDS = envfloat("BREAKER_DEDUPE_TTL_SECONDS", 3600.0)
 # Dotted-path prefixes a callable probe must start with, so an operator's policy cannot make the
 # Celery worker import and call just anything (os.abort). Checked on save and before each call.
+# Networks HTTP probes may reach although they are internal (CIDRs; loopback, private, link-local
+# and metadata addresses are refused otherwise), checked on the resolved address (breakers.http).
+BREAKER_HTTP_ALLOWED_NETWORKS = envlist("BREAKER_HTTP_ALLOWED_NETWORKS", [])
 BREAKER_PROBE_CALLABLE_PREFIXES = envlist("BREAKER_PROBE_CALLABLE_PREFIXES", ["breakers.probes."])
 # Celery beat's fleet tick: half-open transitions, probes, rebuild after a Redis data loss.
 BREAKER_TICK_SECONDS = envfloat("BREAKER_TICK_SECONDS", 1.0)
@@ -176,6 +230,23 @@ INGEST_LOCK_TIMEOUT_MS = envint("INGEST_LOCK_TIMEOUT_MS", 5000)
 INGEST_STATEMENT_TIMEOUT_MS = envint("INGEST_STATEMENT_TIMEOUT_MS", 15000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
 
+# --- OTLP/HTTP trace receiver, POST /v1/traces (issue 15; docs/api.md "OpenTelemetry"). ---
+# Exporters batch up to 512 spans and GenAI spans carry whole prompts, so the limit is larger
+# than the events API's; an exporter does not retry a 413, so a too-small limit loses spans.
+OTLP_MAX_BODY_BYTES = envint("OTLP_MAX_BODY_BYTES", 16_777_216)
+OTLP_MAX_SPANS = envint("OTLP_MAX_SPANS", 5000)
+# Tool errors that mean "rejected for its arguments" (semantic, never counted by a breaker):
+# error.type / exception.type names (full or last dotted part) and HTTP statuses.
+OTLP_SEMANTIC_ERROR_TYPES = envlist(
+    "OTLP_SEMANTIC_ERROR_TYPES",
+    ["ModelRetry", "ToolRetryError", "ValidationError", "invalid_arguments"],
+)
+_statuses = envlist("OTLP_SEMANTIC_HTTP_STATUSES", ["400", "404", "409", "422"])
+if not all(code.isdigit() for code in _statuses):
+    raise ImproperlyConfigured(f"OTLP_SEMANTIC_HTTP_STATUSES must list HTTP statuses: {_statuses}")
+OTLP_SEMANTIC_HTTP_STATUSES = [int(code) for code in _statuses]
+OTLP_MCP_TOOL_SPANS = envbool("OTLP_MCP_TOOL_SPANS", True)
+
 # --- Slack ---
 SLACK_WEBHOOK_URL = envstr("SLACK_WEBHOOK_URL", "")
 SLACK_TIMEOUT_SECONDS = envfloat("SLACK_TIMEOUT_SECONDS", 5.0)
@@ -195,4 +266,39 @@ CELERY_BEAT_SCHEDULE["alerts-sweep"] = {
     "task": "breakers.sweep_alerts",
     "schedule": ALERT_SWEEP_SECONDS,
     "options": {"expires": 30},
+}
+
+# --- Health, metrics, retention (docs/operations.md) ---
+# Task modules outside the apps' tasks.py: the beat heartbeat and the retention purge.
+CELERY_IMPORTS = ("breakers.health", "runs.retention")
+# /readyz fails when the beat heartbeat (sent every fleet tick) is older than this.
+HEALTH_BEAT_MAX_AGE_SECONDS = envfloat(
+    "HEALTH_BEAT_MAX_AGE_SECONDS", max(15.0, 10 * BREAKER_TICK_SECONDS)
+)
+CELERY_BEAT_SCHEDULE["beat-heartbeat"] = {
+    "task": "breakers.beat_heartbeat",
+    "schedule": BREAKER_TICK_SECONDS,
+    "options": {"expires": 10},
+}
+_INTERNAL_NETWORKS = ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
+# /readyz answers requests that come straight (not through a proxy) from these networks...
+HEALTH_ALLOWED_NETWORKS = envlist("HEALTH_ALLOWED_NETWORKS", _INTERNAL_NETWORKS)
+# ...and /metrics those from these, or any request with "Authorization: Bearer METRICS_TOKEN".
+METRICS_ALLOWED_NETWORKS = envlist("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
+METRICS_TOKEN = envstr("METRICS_TOKEN", "")
+# Tool and model calls are kept this long; the ingest dedupe ledger (event ids) this long, which
+# must stay longer than any client keeps resending a batch (hours).
+RETENTION_CALLS_DAYS = envint("RETENTION_CALLS_DAYS", 30)
+RETENTION_LEDGER_DAYS = envint("RETENTION_LEDGER_DAYS", 7)
+RETENTION_BATCH_SIZE = envint("RETENTION_BATCH_SIZE", 5000)
+RETENTION_MAX_BATCHES = envint("RETENTION_MAX_BATCHES", 100)
+RETENTION_PURGE_SECONDS = envfloat("RETENTION_PURGE_SECONDS", 300.0)
+if RETENTION_LEDGER_DAYS * 86400 < BREAKER_DEDUPE_TTL_SECONDS or RETENTION_CALLS_DAYS < 1:
+    raise ImproperlyConfigured(
+        "RETENTION_LEDGER_DAYS must cover BREAKER_DEDUPE_TTL_SECONDS; RETENTION_CALLS_DAYS >= 1"
+    )
+CELERY_BEAT_SCHEDULE["purge-expired"] = {
+    "task": "runs.purge_expired",
+    "schedule": RETENTION_PURGE_SECONDS,
+    "options": {"expires": RETENTION_PURGE_SECONDS},
 }

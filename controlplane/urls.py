@@ -1,4 +1,5 @@
-"""Top-level URLs: the admin, the auth views; the apps add the API and the dashboard."""
+"""Top-level URLs: the admin, the auth views, health and metrics; the apps add the API and the
+dashboard."""
 
 from __future__ import annotations
 
@@ -6,13 +7,23 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from breakers.health import healthz, readyz
+from breakers.metrics import metrics
 from controlplane.api import api
+from controlplane.login_throttle import ThrottledLoginView
+from runs.otlp.views import post_traces
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     # Only login and logout: Django's password-reset views would be public pages sending mail.
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
+    # OTLP/HTTP exporters append /v1/traces to their endpoint (issue 15).
+    path("v1/traces", post_traces, name="otlp-traces"),
+    # Operational endpoints, outside /api/ and the login (each view has its own access rule).
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("", include("dashboard.urls")),
 ]

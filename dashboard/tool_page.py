@@ -27,7 +27,15 @@ from breakers.models import (
 )
 from breakers.services import UnknownToolError, fleet_tool_details
 from dashboard.board import ACTIVE_RUN_WINDOW, WORKER_LIVE_WINDOW, WORKER_OUT_STATES
-from runs.models import BreakerState, Outcome, ReportedTransition, RunStatus, Scope, ToolCall
+from runs.models import (
+    BreakerState,
+    Outcome,
+    ReportedTransition,
+    RunSource,
+    RunStatus,
+    Scope,
+    ToolCall,
+)
 
 RECENT_CALLS = 25
 RECENT_TRANSITIONS = 50
@@ -93,6 +101,11 @@ class ToolPage:
     @property
     def is_out(self) -> bool:
         return self.fleet.state in OUT_STATES
+
+    @property
+    def otlp_calls(self) -> int:
+        """Recent calls reported by OpenTelemetry traces, which cannot remove the tool."""
+        return sum(1 for call in self.recent_calls if call.run.source == RunSource.OTLP)
 
 
 def tool_page(*, tool: Tool, now: datetime | None = None) -> ToolPage:

@@ -104,6 +104,13 @@ class RunStatus(models.TextChoices):
     CANCELLED = sdk.RunStatus.CANCELLED.value
 
 
+class RunSource(models.TextChoices):
+    """Where a run's data came from: our SDK's events or OpenTelemetry spans (issue 15)."""
+
+    SDK = "sdk", "SDK"
+    OTLP = "otlp", "OTLP"
+
+
 class Run(models.Model):
     """One agent run. Totals (spend, calls) are kept on the row so lists and charts stay cheap."""
 
@@ -127,6 +134,14 @@ class Run(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     tool_attempts = models.PositiveIntegerField(default=0)
     tool_failures = models.PositiveIntegerField(default=0)
+    # Set by the OTLP receiver (runs/otlp/services.py); db_default so the ingest's own INSERT
+    # needs no new column.
+    source = models.CharField(
+        max_length=10, choices=RunSource, default=RunSource.SDK, db_default="sdk"
+    )
+    # Some model spans had tokens but no cost: their cost comes from the genai-prices table.
+    cost_estimated = models.BooleanField(default=False, db_default=False)
+    conversation_id = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [

@@ -9,7 +9,13 @@ PORT=${DEMO_PORT:-8000}
 URL="http://127.0.0.1:${PORT}"
 LOGS=var/demo
 mkdir -p "$LOGS"
+SLACK_PORT=${DEMO_SLACK_PORT:-8001}
+SLACK_URL="http://127.0.0.1:${SLACK_PORT}"
 export SITE_URL="$URL" DEBUG=True
+# Alerts go to a local stand-in for Slack (scripts/slack_standin.py) unless a real webhook is set.
+export SLACK_WEBHOOK_URL=${SLACK_WEBHOOK_URL:-"$SLACK_URL/services/demo/breaker-panel"}
+# Probes in the demo may reach local stand-ins (production refuses internal addresses).
+export BREAKER_HTTP_ALLOWED_NETWORKS=${BREAKER_HTTP_ALLOWED_NETWORKS:-127.0.0.0/8,::1/128}
 # A fleet tick every half second keeps the compressed replay's half-open windows visible.
 export BREAKER_TICK_SECONDS=${BREAKER_TICK_SECONDS:-0.5}
 # The replay runs 60x faster than the story; an agent's unused trial lease (120 s) shrinks with it.
@@ -28,6 +34,9 @@ scripts/ensure_services.sh --redis-only
 $BIN/python manage.py migrate --noinput >"$LOGS/migrate.log"
 $BIN/python manage.py ensure_demo_operator
 
+$BIN/python scripts/slack_standin.py --port "$SLACK_PORT" >"$LOGS/slack.log" 2>&1 &
+pids+=($!)
+
 # Django's own server (threaded) serves the static files in DEBUG; docker-compose.yml runs gunicorn.
 $BIN/python manage.py runserver "127.0.0.1:${PORT}" --noreload >"$LOGS/web.log" 2>&1 &
 pids+=($!)
@@ -44,9 +53,11 @@ for _ in $(seq 1 60); do
 done
 echo
 echo "Breaker Panel is up: $URL   (log in as operator / breaker-panel-demo)"
+echo "  Slack alerts (local stand-in): $SLACK_URL/"
+echo "  admin for channels and probes: $URL/admin/"
 echo "  logs in $LOGS/"
 echo "  replaying the outage in every breaker mode (about 2-3 minutes); watch the board"
-echo "  Ctrl-C stops the web server, the Celery worker and beat"
+echo "  Ctrl-C stops the web server, the Slack stand-in, the Celery worker and beat"
 echo
 # Process substitution, not a pipe: $! must be the replay itself, so stopping the demo stops it.
 $BIN/python manage.py simulate_outage --url "$URL" --json "$LOGS/outage.json" \

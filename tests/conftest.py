@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,17 @@ from django.conf import settings
 
 import tests.processes
 import tests.vendor_server
+
+# The tests' vendors live on loopback: outbound HTTP may reach it here (and in the server
+# processes the tests start, which inherit this environment). Production refuses it by default.
+os.environ.setdefault("BREAKER_HTTP_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _loopback_vendors_allowed() -> None:
+    """The same allow-list in this process (settings were read before this module)."""
+    settings.BREAKER_HTTP_ALLOWED_NETWORKS = os.environ["BREAKER_HTTP_ALLOWED_NETWORKS"].split(",")
+
 
 # The fake Slack server fixture (``slack_server``) for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]

@@ -52,6 +52,29 @@ def agent_text(value: object, max_chars: int = 60, css_class: str = "") -> SafeS
     )
 
 
+def clip_middle(text: str, max_chars: int) -> str:
+    """Clip the middle, keeping more of the end: the worker ids of one deployment share a long
+    prefix and differ at the end ("…-worker-07")."""
+    if len(text) <= max_chars:
+        return text
+    tail = (max_chars - 1) * 3 // 5
+    return text[: max_chars - 1 - tail] + "…" + text[len(text) - tail :]
+
+
+@register.simple_tag
+def worker_name(value: object, max_chars: int = 28) -> SafeString:
+    """A worker id, escaped, clipped in the middle so that its end stays readable."""
+    text = clean_agent_text(value)
+    if not text:
+        return _NOTHING
+    # The inner span is every piece of agent text's markup; the wrapper lifts the CSS clipping.
+    return format_html(
+        '<span class="id-text"><span class="agent-text mono" title="{}">{}</span></span>',
+        clip(text, TITLE_MAX_CHARS),
+        clip_middle(text, max_chars),
+    )
+
+
 _BREAKER_STATES: dict[str, tuple[str, str]] = {
     "closed": ("●", "Closed"),
     "open": ("✕", "Open"),

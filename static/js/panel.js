@@ -68,6 +68,15 @@
     );
   }
 
+  // Polls pause while the tab is hidden. This is done here rather than with an htmx trigger
+  // filter ("[!document.hidden]"), which htmx evaluates as a string: the CSP forbids eval.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var source = event.detail && event.detail.elt;
+    if (document.hidden && source && source.hasAttribute("data-poll-visible-only")) {
+      event.preventDefault();
+    }
+  });
+
   document.addEventListener("htmx:afterRequest", function (event) {
     var target = event.detail.target;
     if (!target || target.id !== "board-live") return;

@@ -1,0 +1,341 @@
+"""Spans that follow the GenAI semantic conventions -> the event dicts of ``POST /api/v1/events``.
+
+Pure: no Django, no database. Ids are derived from the trace and span ids, so a span sent again
+(in the same export or another) maps to the same event and the ingest counts it once. Spans of
+kinds it does not know (HTTP, database, a framework's own) are counted as ignored, not refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from runs.otlp.decode import SPAN_KIND_SERVER, STATUS_ERROR, SpanRecord
+
+__all__ = (
+    "AgentSpan",
+    "MappedExport",
+    "MappingConfig",
+    "RunFacts",
+    "classify_tool_span",
+    "map_spans",
+    "run_id_for",
+    "worker_id_for",
+)
+
+MODEL_OPERATIONS = frozenset(
+    {"chat", "generate_content", "text_completion", "completion", "embeddings", "responses"}
+)
+_COST_ATTRIBUTES = ("gen_ai.usage.cost", "operation.cost", "llm.cost.total")
+_SPLIT_COST_ATTRIBUTES = ("llm.cost.prompt", "llm.cost.completion")
+_INPUT_TOKEN_ATTRIBUTES = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_OUTPUT_TOKEN_ATTRIBUTES = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
+_MAX_ERROR_CHARS = 2000
+
+# price(model, provider, input_tokens, output_tokens) -> USD, or None when the model is unknown.
+Pricer = Callable[[str, str, int, int], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class MappingConfig:
+    """What the operator can change (settings ``OTLP_*``, docs/api.md)."""
+
+    # error.type / exception.type values (full or last dotted part) that mean "the call was
+    # rejected for its arguments": semantic, never counted towards a breaker.
+    semantic_error_types: frozenset[str] = frozenset(
+        {"ModelRetry", "ToolRetryError", "ValidationError", "invalid_arguments"}
+    )
+    semantic_http_statuses: frozenset[int] = frozenset({400, 404, 409, 422})
+    # JSON-RPC "invalid params" from an MCP server.
+    semantic_jsonrpc_codes: frozenset[int] = frozenset({-32602})
+    # MCP ``tools/call`` spans made by the agent (client side) count as tool calls.
+    mcp_tool_spans: bool = True
+    pricer: Pricer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpan:
+    name: str
+    start_ns: int
+    end_ns: int
+    failed: bool
+
+
+@dataclass(slots=True)
+class RunFacts:
+    """What the ingest events cannot say about a run, applied after them (runs/otlp/services)."""
+
+    run_id: str
+    worker_id: str
+    first_start_ns: int
+    agent: AgentSpan | None = None  # the earliest-starting invoke_agent span in this export
+    cost_estimated: bool = False
+    conversation_id: str = ""
+    started: dict[str, Any] = field(default_factory=dict)  # this export's run.started event
+    finished: dict[str, Any] = field(default_factory=dict)  # and its run.finished, if any
+
+
+@dataclass(slots=True)
+class MappedExport:
+    batches: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # worker -> events
+    span_of_event: dict[str, int] = field(default_factory=dict)  # event id -> span position
+    runs: dict[tuple[str, str], RunFacts] = field(default_factory=dict)  # (worker, run id)
+    ignored: int = 0
+
+
+def run_id_for(span: SpanRecord) -> str:
+    return f"otlp-{span.trace_id}"
+
+
+def worker_id_for(resource: dict[str, Any]) -> str:
+    """``service.instance.id``, else ``host.name:process.pid``, else the service name."""
+    instance = resource.get("service.instance.id")
+    if isinstance(instance, str) and instance:
+        return instance
+    host, pid = resource.get("host.name"), resource.get("process.pid")
+    if host and pid is not None:
+        return f"{host}:{pid}"
+    service = resource.get("service.name")
+    return f"{service}" if isinstance(service, str) and service else "unknown_service"
+
+
+def map_spans(spans: Iterable[SpanRecord], *, config: MappingConfig) -> MappedExport:
+    out = MappedExport()
+    seen: set[tuple[str, str]] = set()
+    for position, span in enumerate(spans):
+        kind = _span_kind(span, config)
+        if kind is None:
+            out.ignored += 1
+            continue
+        if (span.trace_id, span.span_id) in seen:
+            continue  # the same span twice in one export (a retrying proxy): apply it once
+        seen.add((span.trace_id, span.span_id))
+        worker_id = worker_id_for(span.resource)
+        run_id = run_id_for(span)
+        facts = _facts(out, span, run_id=run_id, worker_id=worker_id)
+        if kind == "agent":
+            finished = _run_finished(span, run_id)
+            if not _note_agent(facts, span):
+                continue  # a later-starting (inner) agent span of a run already in this export
+            if facts.finished:
+                facts.finished.update(finished)  # one run.finished per run and export
+                continue
+            event = facts.finished = finished
+        elif kind == "tool":
+            event = _tool_call(span, run_id, config)
+        else:
+            event, estimated = _model_call(span, run_id, config)
+            facts.cost_estimated |= estimated
+        out.batches[worker_id].append(event)
+        out.span_of_event[event["id"]] = position
+    return out
+
+
+def _span_kind(span: SpanRecord, config: MappingConfig) -> str | None:
+    attributes = span.attributes
+    mcp_method = attributes.get("mcp.method.name")
+    if mcp_method is not None:
+        # MCP spans exist on both sides of a call; the agent's (client) side is the tool call.
+        client_side = span.kind != SPAN_KIND_SERVER
+        return (
+            "tool" if mcp_method == "tools/call" and client_side and config.mcp_tool_spans else None
+        )
+    operation = attributes.get("gen_ai.operation.name")
+    openinference = attributes.get("openinference.span.kind")
+    if operation == "execute_tool" or openinference == "TOOL":
+        return "tool"
+    if operation == "invoke_agent" or openinference == "AGENT":
+        return "agent"
+    if operation in MODEL_OPERATIONS or openinference == "LLM":
+        return "model"
+    return None
+
+
+def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) -> RunFacts:
+    batch = out.batches.setdefault(worker_id, [])
+    # Runs are per worker (ids are scoped by token and worker): a trace whose spans come from
+    # two workers makes a run on each.
+    facts = out.runs.get((worker_id, run_id))
+    if facts is None:
+        service = span.resource.get("service.name")
+        agent = service if isinstance(service, str) and service else "unknown_service"
+        # The run is created by whichever of its spans comes first (docs/decisions.md); its
+        # start is corrected afterwards when an earlier span arrives.
+        started = {"id": f"{run_id}-run", "type": "run.started", "ts": _iso(span.start_ns),
+                   "run_id": run_id, "agent": agent[:200]}  # fmt: skip
+        batch.append(started)
+        out.span_of_event[started["id"]] = -1
+        facts = RunFacts(run_id, worker_id, span.start_ns, started=started)
+        out.runs[worker_id, run_id] = facts
+    elif span.start_ns < facts.first_start_ns:
+        facts.first_start_ns = span.start_ns
+        facts.started["ts"] = _iso(span.start_ns)
+    conversation = span.attributes.get("gen_ai.conversation.id")
+    if isinstance(conversation, str) and conversation and not facts.conversation_id:
+        facts.conversation_id = conversation[:200]
+    return facts
+
+
+def _note_agent(facts: RunFacts, span: SpanRecord) -> bool:
+    """Keep the earliest-starting agent span of the run (the outermost); True if it is this."""
+    name = span.attributes.get("gen_ai.agent.name")
+    if not isinstance(name, str) or not name:
+        name = span.name.removeprefix("invoke_agent").strip() or "agent"
+    agent = AgentSpan(name[:200], span.start_ns, span.end_ns, _failed(span))
+    if facts.agent is None or agent.start_ns < facts.agent.start_ns:
+        facts.agent = agent
+        return True
+    return False
+
+
+def _run_finished(span: SpanRecord, run_id: str) -> dict[str, Any]:
+    # One id per run: a trace with several agent spans finishes its run once; which of them
+    # decides the run's end and status is settled afterwards (the earliest-starting one).
+    return {
+        "id": f"{run_id}-end",
+        "type": "run.finished",
+        "ts": _iso(span.end_ns),
+        "run_id": run_id,
+        "status": "failed" if _failed(span) else "completed",
+    }
+
+
+def _tool_call(span: SpanRecord, run_id: str, config: MappingConfig) -> dict[str, Any]:
+    outcome, error = classify_tool_span(span, config)
+    return {
+        "id": f"{run_id}-{span.span_id}",
+        "type": "tool.call",
+        "ts": _iso(span.end_ns),
+        "run_id": run_id,
+        "tool": _tool_name(span),
+        "outcome": outcome,
+        "attempts": 1,
+        "duration_ms": _duration_ms(span),
+        "error": error,
+    }
+
+
+def _tool_name(span: SpanRecord) -> str:
+    for key in ("gen_ai.tool.name", "tool.name"):
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    for prefix in ("execute_tool ", "tools/call "):
+        if span.name.startswith(prefix):
+            return span.name.removeprefix(prefix)
+    return span.name
+
+
+def _failed(span: SpanRecord) -> bool:
+    return span.status_code == STATUS_ERROR or bool(span.attributes.get("error.type"))
+
+
+def classify_tool_span(span: SpanRecord, config: MappingConfig) -> tuple[str, str]:
+    """(outcome, error text) with the SDK's rule: a failure is retryable unless it says the call
+    was rejected for its arguments (configurable types and statuses), which is semantic."""
+    if not _failed(span):
+        return "success", ""
+    error_type = str(span.attributes.get("error.type") or "")
+    names = {error_type, span.exception_type}
+    names |= {name.rsplit(".", 1)[-1] for name in names}
+    names.discard("")
+    status = span.attributes.get("http.response.status_code")
+    jsonrpc = span.attributes.get(
+        "rpc.jsonrpc.error_code", span.attributes.get("jsonrpc.error.code")
+    )
+    semantic = (
+        bool(names & config.semantic_error_types)
+        or (isinstance(status, int) and status in config.semantic_http_statuses)
+        or (isinstance(jsonrpc, int) and jsonrpc in config.semantic_jsonrpc_codes)
+    )
+    label = span.exception_type or error_type or "error"
+    message = span.exception_message or span.status_message
+    text = f"{label}: {message}" if message else label
+    return ("semantic" if semantic else "retryable"), text[:_MAX_ERROR_CHARS]
+
+
+def _model_call(
+    span: SpanRecord, run_id: str, config: MappingConfig
+) -> tuple[dict[str, Any], bool]:
+    attributes = span.attributes
+    model = _first_str(
+        attributes, ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+    )
+    provider = _first_str(attributes, ("gen_ai.provider.name", "gen_ai.system", "llm.provider"))
+    input_tokens = _first_count(attributes, _INPUT_TOKEN_ATTRIBUTES)
+    output_tokens = _first_count(attributes, _OUTPUT_TOKEN_ATTRIBUTES)
+    cost = _reported_cost(attributes)
+    estimated = cost is None
+    if cost is None:
+        priced = (
+            config.pricer(model, provider, input_tokens, output_tokens) if config.pricer else None
+        )
+        cost = priced if priced is not None else 0.0
+    event = {
+        "id": f"{run_id}-{span.span_id}",
+        "type": "model.call",
+        "ts": _iso(span.end_ns),
+        "run_id": run_id,
+        "model": model[:200],
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost_usd": round(cost, 6),
+        "duration_ms": _duration_ms(span),
+    }
+    return event, estimated
+
+
+def _reported_cost(attributes: dict[str, Any]) -> float | None:
+    for key in _COST_ATTRIBUTES:
+        if (value := _number(attributes.get(key))) is not None:
+            return value
+    parts = [_number(attributes.get(key)) for key in _SPLIT_COST_ATTRIBUTES]
+    if any(part is not None for part in parts):
+        return sum(part or 0.0 for part in parts)
+    return None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _first_str(attributes: dict[str, Any], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _first_count(attributes: dict[str, Any], keys: tuple[str, ...]) -> int:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return 0
+
+
+def _duration_ms(span: SpanRecord) -> int:
+    return max(0, (span.end_ns - span.start_ns) // 1_000_000)
+
+
+def _iso(unix_ns: int) -> str:
+    seconds, nanos = divmod(unix_ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=nanos // 1000).isoformat()

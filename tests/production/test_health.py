@@ -1,0 +1,59 @@
+"""``/healthz`` and ``/readyz``: outside the login, each with its own access rule."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from django.test import Client
+from pytest_django.fixtures import Settings
+
+from breakers.health import BEAT_HEARTBEAT_KEY, beat_heartbeat
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz_answers_without_a_login(client: Client) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert client.post("/healthz").status_code == 405
+
+
+def test_readyz_needs_a_fresh_beat_heartbeat(client: Client, redis_client: redis.Redis) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["beat"].startswith("no heartbeat yet")
+    assert response.json()["checks"]["database"] == "ok"
+
+    beat_heartbeat()  # what the worker does each time beat sends it
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "ready"
+    assert response.json()["checks"]["redis"] == "ok"
+
+
+def test_readyz_is_not_ready_when_the_heartbeat_is_stale(
+    client: Client, redis_client: redis.Redis, settings: Settings
+) -> None:
+    redis_client.set(BEAT_HEARTBEAT_KEY, repr(time.time() - 3600))
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["beat"].startswith("stale")
+
+
+def test_readyz_refuses_requests_through_a_proxy_or_from_outside(
+    client: Client, redis_client: redis.Redis
+) -> None:
+    assert client.get("/readyz", REMOTE_ADDR="203.0.113.9").status_code == 403
+    # Behind the TLS proxy every client looks internal: a forwarded request is not trusted.
+    proxied = client.get("/readyz", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="203.0.113.9")
+    assert proxied.status_code == 403
+
+
+def test_readyz_reports_redis_down(client: Client, settings: Settings) -> None:
+    settings.REDIS_URL = "redis://127.0.0.1:9/0"
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["redis"].startswith("error: ConnectionError")

@@ -23,6 +23,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.fleet.conftest import fleet_redis  # noqa: F401 - a fixture for test_gateway_fleet
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 LIST_CHANGED = "notifications/tools/list_changed"

@@ -1,0 +1,70 @@
+"""guard_session() around a real `mcp` client talking to the flaky server (in process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from breakers.sdk import ToolBreaker, WorkerBreakers
+from breakers.sdk.integrations.mcp import guard_session
+from tests.mcp.conftest import Flaky
+from tests.mcp.flaky_server import build_server
+
+
+def names(listing: object) -> list[str]:
+    return [tool.name for tool in listing.tools]  # type: ignore[attr-defined]
+
+
+def test_five_outages_take_the_tool_out_and_a_call_to_it_is_refused(flaky: Flaky) -> None:
+    async def scenario() -> None:
+        breaker = ToolBreaker()
+        async with Client(build_server(flaky.state, "flaky")) as client:
+            session = guard_session(client, breaker)
+            flaky.set(web_search="fail")
+            for _ in range(5):
+                assert (await session.call_tool("web_search", {"text": "q"})).is_error
+            assert names(await session.list_tools()) == ["fetch_page", "echo"]
+            refused = await session.call_tool("web_search", {"text": "q"})
+            assert refused.is_error and "web_search" in refused.content[0].text
+            assert flaky.calls("web_search") == 5
+            assert session.protocol_version  # everything else passes through
+
+    anyio.run(scenario)
+
+
+def test_semantic_errors_do_not_count_and_protocol_errors_do(flaky: Flaky) -> None:
+    async def scenario() -> None:
+        worker = WorkerBreakers()
+        run = worker.start_run()
+        async with Client(build_server(flaky.state, "flaky")) as client:
+            session = guard_session(client.session, run)  # the ClientSession itself works too
+            flaky.set(web_search="semantic")
+            for _ in range(6):
+                await session.call_tool("web_search", {"text": "zzz"})
+            assert "web_search" in names(await session.list_tools())
+            assert worker.consecutive("web_search") == 0
+            flaky.set(web_search="raise")
+            for _ in range(5):
+                with pytest.raises(MCPError):
+                    await session.call_tool("web_search", {"text": "q"})
+            assert worker.is_open("web_search")
+            assert "web_search" not in names(await session.list_tools())
+
+    anyio.run(scenario)
+
+
+def test_custom_patterns_decide_what_an_error_result_means(tmp_path: Path, flaky: Flaky) -> None:
+    async def scenario() -> None:
+        breaker = ToolBreaker()
+        async with Client(build_server(flaky.state, "flaky")) as client:
+            session = guard_session(client, breaker, retryable_patterns=[r"no results"])
+            flaky.set(web_search="semantic")
+            for _ in range(5):
+                await session.call_tool("web_search", {"text": "q"})
+            assert breaker.is_open("web_search")
+
+    anyio.run(scenario)

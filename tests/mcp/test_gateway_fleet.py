@@ -17,7 +17,7 @@ import redis
 from django.db import connection
 
 from runs.models import AgentToken, Run, ToolCall
-from tests.mcp.conftest import Flaky, Notes, connect, gateway_stdio, tool_names, write_config
+from tests.mcp.helpers import Flaky, Notes, connect, gateway_stdio, tool_names, write_config
 from tests.processes import WebServerProcess
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 
-from tests.mcp.conftest import (
+from tests.mcp.helpers import (
     Flaky,
     Notes,
     Process,

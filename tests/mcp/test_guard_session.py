@@ -11,8 +11,8 @@ from mcp.shared.exceptions import MCPError
 
 from breakers.sdk import ToolBreaker, WorkerBreakers
 from breakers.sdk.integrations.mcp import guard_session
-from tests.mcp.conftest import Flaky
 from tests.mcp.flaky_server import build_server
+from tests.mcp.helpers import Flaky
 
 
 def names(listing: object) -> list[str]:

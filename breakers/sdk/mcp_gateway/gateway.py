@@ -174,6 +174,9 @@ class Gateway:
         )
         # A ServerSession is a per-request proxy: keep the latest one per client connection,
         # for as long as that connection lives.
+        # The SDK's OpenTelemetry middleware is a no-op without an exporter, yet it costs on
+        # every message of a hop that exists only to add a breaker.
+        self.server.middleware = []
         self._sessions: weakref.WeakKeyDictionary[Any, ServerSession] = weakref.WeakKeyDictionary()
         self._refresh_lock = anyio.Lock()
         self._changed = anyio.Event()

@@ -5,13 +5,15 @@
 Each `tools/call` reads the tool's mode from STATE.json (`{"web_search": "fail"}`; a missing
 tool or file means "ok") and appends one line to STATE.json.calls, so a test can tell whether a
 call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), semantic (isError
-"no results"), raise (a JSON-RPC error), hang (never answers).
+"no results"), raise (a JSON-RPC error), hang (never answers), exit (the process dies), announce
+(answer, after telling the client its tool list changed). `"_extra": "a,b"` lists more tools.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +29,18 @@ TOOLS = ("web_search", "fetch_page", "echo")
 def build_server(state: Path, name: str) -> Server[Any]:
     calls = state.with_name(state.name + ".calls")
 
-    def mode(tool: str) -> str:
+    def mode(tool: str, default: str = "ok") -> str:
         try:
-            return str(json.loads(state.read_text()).get(tool, "ok"))
+            return str(json.loads(state.read_text()).get(tool, default))
         except FileNotFoundError:
-            return "ok"
+            return default
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
         return types.ListToolsResult(
             tools=[
                 types.Tool(name=tool, description=f"{tool} from {name}", input_schema=schema)
-                for tool in TOOLS
+                for tool in (*TOOLS, *filter(None, mode("_extra", "").split(",")))
             ]
         )
 
@@ -55,6 +57,10 @@ def build_server(state: Path, name: str) -> Server[Any]:
             raise MCPError(types.INTERNAL_ERROR, "the search backend crashed")
         if current == "hang":
             await anyio.sleep_forever()
+        if current == "exit":
+            os._exit(1)
+        if current == "announce":
+            await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name}:{text}")])
 
     return Server(name, version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)

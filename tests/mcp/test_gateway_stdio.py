@@ -141,3 +141,41 @@ def test_colliding_tool_names_are_prefixed_by_server(tmp_path: Path) -> None:
             assert (one.calls(), two.calls()) == (0, 1)
 
     anyio.run(scenario)
+
+
+def test_a_crashed_upstream_is_a_retryable_failure_and_is_reconnected(
+    flaky: Flaky, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "gateway.json", {"search": flaky.stdio()}, breaker={"threshold": 100}
+    )
+
+    async def scenario() -> None:
+        notes = Notes()
+        async with connect(gateway_stdio(config), notes) as client:
+            await tool_names(client)
+            flaky.set(web_search="exit")
+            crashed = await client.call_tool("web_search", {"text": "q"})
+            assert crashed.is_error
+            flaky.set()
+            with anyio.fail_after(30):  # until the gateway has started the upstream again
+                while (await client.call_tool("echo", {"text": "back"})).is_error:
+                    await anyio.sleep(0.05)
+            assert text_of(await client.call_tool("web_search", {"text": "q"})) == "flaky:q"
+
+    anyio.run(scenario)
+
+
+def test_an_upstreams_own_list_change_reaches_the_client(flaky: Flaky, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "gateway.json", {"search": flaky.stdio()})
+
+    async def scenario() -> None:
+        notes = Notes()
+        async with connect(gateway_stdio(config), notes) as client:
+            assert "new_tool" not in await tool_names(client)
+            flaky.set(_extra="new_tool", echo="announce")
+            assert not (await client.call_tool("echo", {"text": "x"})).is_error
+            await notes.wait_for()
+            assert "new_tool" in await tool_names(client)
+
+    anyio.run(scenario)

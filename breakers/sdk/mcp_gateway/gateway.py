@@ -83,12 +83,21 @@ class Upstream:
         client = self.client
         if client is None:
             raise ConnectionError(f"upstream {self.name} is not connected")
-        return await client.call_tool(tool, arguments)
+        try:
+            return await client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._drop(client)
+            raise
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            self._drop(client)
+            raise
 
-    def restart(self) -> None:
-        """The link looks broken: drop it and connect again."""
-        self._restart = True
-        self._wake.set()
+    def _drop(self, client: Client) -> None:
+        """The link of `client` is broken: connect again (unless that was done already)."""
+        if client is self.client:
+            self._restart = True
+            self._wake.set()
 
     async def _serve(self, client: Client) -> None:
         while not self._restart:
@@ -315,8 +324,6 @@ class Gateway:
             failure = ToolFailure(f"no answer from {upstream.name} within {timeout:g} s")
         except Exception as exc:  # noqa: BLE001 - every upstream failure is the call's outcome
             failure = self.classifier.error(exc)
-            if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
-                upstream.restart()
         else:
             return result, self.classifier.result(result)
         return refusal_result(f"{tool} failed: {failure.message}"), failure

@@ -101,6 +101,13 @@ def setup_control_plane(database_url: str, redis_url: str, bench_db: str) -> Any
     from bench.bench_board import recreate_database, setup_django, with_database
 
     recreate_database(database_url, bench_db)
+    import redis
+
+    # A fresh database needs fresh fleet state: only this Redis database's bp:* keys go.
+    client = redis.Redis.from_url(redis_url)
+    stale = list(client.scan_iter(match="bp:*", count=1000))
+    if stale:
+        client.delete(*stale)
     setup_django(with_database(database_url, bench_db), redis_url)
     from django.core.management import call_command
 
@@ -125,10 +132,10 @@ def act(url: str, token: str, action: str) -> None:
 def tool_is_known() -> bool:
     from django.db import connection
 
-    from runs.models import ToolCall
+    from breakers.models import Tool
 
     try:
-        return ToolCall.objects.filter(tool="web_search").exists()
+        return Tool.objects.filter(name="web_search").exists()
     finally:
         connection.close()
 

@@ -16,6 +16,7 @@ import pytest
 import redis
 from django.db import connection
 
+from breakers.models import Tool
 from runs.models import AgentToken, Run, ToolCall
 from tests.mcp.helpers import Flaky, Notes, connect, gateway_stdio, tool_names, write_config
 from tests.processes import WebServerProcess
@@ -46,7 +47,7 @@ def act(url: str, token: str, tool: str, action: str) -> int:
 def tool_is_known() -> bool:
     """From a worker thread: its own database connection, closed before it returns."""
     try:
-        return ToolCall.objects.filter(tool="web_search").exists()
+        return Tool.objects.filter(name="web_search").exists()
     finally:
         connection.close()
 

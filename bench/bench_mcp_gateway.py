@@ -74,9 +74,10 @@ async def overhead(calls: int, tmp: Path) -> dict[str, list[float]]:
 
 
 def breaker_share(rounds: int) -> tuple[list[float], list[float]]:
+    from breakers.sdk import WorkerBreakers
     from breakers.sdk.mcp_gateway.breaking import LocalBreakers
 
-    breakers = LocalBreakers(threshold=5, cooldown=30, max_cooldown=300)
+    breakers = LocalBreakers(WorkerBreakers())
     names = [f"tool_{i:02d}" for i in range(20)]
     call, check = [], []
     for i in range(rounds):

@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from breakers.sdk import ToolBreaker, WorkerBreakers
+from breakers.sdk import ControlPlane, ToolBreaker, WorkerBreakers
 from breakers.sdk.integrations.mcp import guard_session
 from tests.mcp.flaky_server import build_server
 from tests.mcp.helpers import Flaky
@@ -68,3 +68,49 @@ def test_custom_patterns_decide_what_an_error_result_means(tmp_path: Path, flaky
             assert breaker.is_open("web_search")
 
     anyio.run(scenario)
+
+
+def test_with_the_worker_breakers_each_call_is_a_run_and_the_tool_comes_back(
+    flaky: Flaky,
+) -> None:
+    now = [0.0]
+    worker = WorkerBreakers(cooldown=30, clock=lambda: now[0])
+
+    async def scenario() -> None:
+        async with Client(build_server(flaky.state, "flaky")) as client:
+            session = guard_session(client, worker)
+            flaky.set(web_search="fail")
+            for _ in range(5):
+                await session.call_tool("web_search", {"text": "q"})
+            assert "web_search" not in names(await session.list_tools())
+            assert (await session.call_tool("web_search", {"text": "q"})).is_error
+            assert flaky.calls("web_search") == 5
+
+            now[0] += 30  # the cooldown has passed: offered again for its one trial call
+            flaky.set()
+            assert "web_search" in names(await session.list_tools())
+            assert not (await session.call_tool("web_search", {"text": "q"})).is_error
+            assert worker.state("web_search") == "closed"
+
+    anyio.run(scenario)
+
+
+def test_with_a_control_plane_each_call_is_reported_as_a_run(flaky: Flaky) -> None:
+    plane = ControlPlane("http://127.0.0.1:9", token="t", worker_id="w", start=False)
+
+    async def scenario() -> None:
+        async with Client(build_server(flaky.state, "flaky")) as client:
+            session = guard_session(client, plane, agent="desk")
+            flaky.set(web_search="fail")
+            for _ in range(6):
+                await session.call_tool("web_search", {"text": "q"})
+            assert flaky.calls("web_search") == 5
+
+    anyio.run(scenario)
+    events = list(plane._buffer)
+    calls = [e for e in events if e["type"] == "tool.call"]
+    assert [e["outcome"] for e in calls] == ["retryable"] * 5 + ["blocked"]
+    started = [e for e in events if e["type"] == "run.started"]
+    assert len(started) == 6 and {e["agent"] for e in started} == {"desk"}
+    assert sum(e["type"] == "run.finished" for e in events) == 6
+    plane.close(timeout=0.1)

@@ -1,8 +1,12 @@
 """MCP client integration: `guard_session(session, breaker)` and the MCP failure classifier.
 
-    session = guard_session(client_session, breaker)   # ToolBreaker, RunBreakers or a Run
+    session = guard_session(client_session, breaker)
     tools = (await session.list_tools()).tools          # open tools left out
     result = await session.call_tool("web_search", {"q": "…"})   # outcome recorded
+
+`breaker` is a run's breakers (a `ToolBreaker`, a `RunBreakers`, a ControlPlane `Run`): the
+session is part of that run. Or the worker's (`WorkerBreakers`) or a `ControlPlane`: then each
+`call_tool()` is a run of its own, as in the gateway, so a tool comes back after its trial.
 
 Works with `mcp` 1.x (`ClientSession`, `isError`) and 2.x (`ClientSession` or `mcp.Client`,
 `is_error`): results and errors are read by duck typing, and `mcp` itself is imported only to
@@ -16,8 +20,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from breakers.sdk.client import Run
+from breakers.sdk.client import ControlPlane, Run
 from breakers.sdk.core import FailureInfo, Removal, ToolFailure
+from breakers.sdk.worker import WorkerBreakers
 
 __all__ = [
     "DEFAULT_RETRYABLE_PATTERNS",
@@ -127,19 +132,38 @@ class GuardedSession:
     """A client session whose tool list follows the breaker; everything else passes through."""
 
     def __init__(
-        self, session: Any, breaker: _Breaker, classifier: McpClassifier | None = None
+        self,
+        session: Any,
+        breaker: _Breaker | WorkerBreakers | ControlPlane,
+        classifier: McpClassifier | None = None,
+        *,
+        agent: str = "mcp-client",
     ) -> None:
+        from breakers.sdk.mcp_gateway.breaking import FleetBreakers, LocalBreakers
+
         self.session = session
-        self.breaker = breaker
         self.classifier = classifier or McpClassifier()
         self.last_failure: FailureInfo | None = None
+        self._per_call: LocalBreakers | FleetBreakers | None = None
+        if isinstance(breaker, WorkerBreakers):
+            self._per_call = LocalBreakers(breaker)
+        elif isinstance(breaker, ControlPlane):
+            self._per_call = FleetBreakers(breaker, agent=agent)
+        else:
+            self.breaker: _Breaker = breaker
 
     async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
         result = await self.session.list_tools(*args, **kwargs)
-        tools = self.breaker.available(result.tools)
+        if self._per_call is not None:
+            offered = self._per_call.offered(tool.name for tool in result.tools)
+            tools = [tool for tool in result.tools if tool.name in offered]
+        else:
+            tools = self.breaker.available(result.tools)
         return result.model_copy(update={"tools": tools})
 
     async def call_tool(self, name: str, arguments: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if self._per_call is not None:
+            return await self._call_as_run(self._per_call, name, arguments, *args, **kwargs)
         if name in self.breaker.removals():
             if isinstance(self.breaker, Run):
                 self.breaker.record_blocked(name)  # a ControlPlane run reports the refusal
@@ -152,6 +176,27 @@ class GuardedSession:
             raise
         self._record(name, self.classifier.result(result), started)
         return result
+
+    async def _call_as_run(
+        self, breakers: Any, name: str, arguments: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        record = breakers.begin(name)
+        if record.refused:
+            return refusal_result(record.notice or f"{name} is unavailable right now.")
+        finished = False
+        try:
+            try:
+                result = await self.session.call_tool(name, arguments, *args, **kwargs)
+            except Exception as exc:  # classified and re-raised: the caller sees the same error
+                record.finish(self.classifier.error(exc))
+                finished = True
+                raise
+            record.finish(self.classifier.result(result))
+            finished = True
+            return result
+        finally:
+            if not finished:  # cancelled: the call says nothing about the tool
+                record.abandon()
 
     def _record(self, name: str, failure: ToolFailure | None, started: float) -> None:
         breaker = self.breaker
@@ -172,10 +217,12 @@ class GuardedSession:
 
 def guard_session(
     session: Any,
-    breaker: _Breaker,
+    breaker: _Breaker | WorkerBreakers | ControlPlane,
     *,
     retryable_patterns: Sequence[str] = DEFAULT_RETRYABLE_PATTERNS,
+    agent: str = "mcp-client",
 ) -> GuardedSession:
     """Wrap an MCP client session (1.x or 2.x) so open tools leave `list_tools()` and every
-    `call_tool()` is recorded; a call to an open tool is refused with the notice, unsent."""
-    return GuardedSession(session, breaker, McpClassifier(retryable_patterns))
+    `call_tool()` is recorded; a call to an open tool is refused with the notice, unsent.
+    `agent` names the runs a `ControlPlane` reports (one per call)."""
+    return GuardedSession(session, breaker, McpClassifier(retryable_patterns), agent=agent)

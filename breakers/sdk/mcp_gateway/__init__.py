@@ -2,7 +2,8 @@
 
 It fronts upstream MCP servers (stdio or streamable HTTP), serves their tools over stdio or
 streamable HTTP, leaves open tools out of `tools/list` and sends `list_changed` when that set
-moves. Needs `mcp>=2.0` (the `[mcp]` extra); the MCP 1.x package is refused with a clear error.
+moves. Needs `mcp>=2.0` (the `[mcp]` extra): `gateway` refuses 1.x with a clear error. `breaking`
+(the per-call breakers) needs no `mcp` at all; `guard_session` uses it too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,3 @@ def require_mcp() -> str:
             "guard_session() in breakers.sdk.integrations.mcp works with mcp 1.x."
         )
     return version
-
-
-require_mcp()

@@ -19,6 +19,7 @@ from breakers.sdk.mcp_gateway.breaking import (
 )
 from breakers.sdk.mcp_gateway.config import ConfigError, GatewayConfig
 from breakers.sdk.mcp_gateway.gateway import Gateway
+from breakers.sdk.worker import WorkerBreakers
 
 TOKEN_ENV = "BREAKER_PANEL_TOKEN"
 
@@ -55,11 +56,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> GatewayBreakers:
     settings = config.breaker
     if not args.control_plane:
-        return LocalBreakers(
+        worker = WorkerBreakers(
             threshold=settings.threshold,
             cooldown=settings.cooldown,
             max_cooldown=settings.max_cooldown,
         )
+        return LocalBreakers(worker)
     worker_id = args.worker_id or f"mcp-gateway@{socket.gethostname()}:{os.getpid()}"
     plane = GatewayPlane(
         args.control_plane,
@@ -83,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ConfigError, ValueError) as exc:
         sys.exit(f"breaker-panel-mcp: error: {exc}")
     gateway = Gateway(config, breakers)
-    if isinstance(breakers, FleetBreakers):
+    if isinstance(breakers, FleetBreakers) and isinstance(breakers.plane, GatewayPlane):
         breakers.plane.on_fleet_change = gateway.wake
     try:
         anyio.run(gateway.run, _serve_http(args) if args.http else _serve_stdio)

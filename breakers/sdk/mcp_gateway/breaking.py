@@ -1,4 +1,6 @@
-"""The gateway's breakers: worker scope on its own, or one worker of the fleet (ControlPlane).
+"""Per-call breakers: worker scope on its own, or one worker of the fleet (ControlPlane).
+
+Used by the gateway, and by `guard_session` when it is given the worker breakers or a plane.
 
 Each `tools/call` is one run (see docs/decisions.md, issue 16): a run keeps a removed tool for
 the rest of the run, and a desktop client's session can last for days, so a session-long run
@@ -100,12 +102,10 @@ class GatewayBreakers:
 
 
 class LocalBreakers(GatewayBreakers):
-    """Worker scope only: the gateway process is the worker."""
+    """Worker scope only: this process is the worker."""
 
-    def __init__(self, *, threshold: int, cooldown: float, max_cooldown: float) -> None:
-        self.worker = WorkerBreakers(
-            threshold=threshold, cooldown=cooldown, max_cooldown=max_cooldown
-        )
+    def __init__(self, worker: WorkerBreakers) -> None:
+        self.worker = worker
 
     def begin(self, name: str) -> CallRecord:
         return CallRecord(name, self.worker.start_run(_NEVER))
@@ -135,7 +135,7 @@ class GatewayPlane(ControlPlane):
 class FleetBreakers(GatewayBreakers):
     """Worker and fleet scope through a ControlPlane: each call is reported as a run."""
 
-    def __init__(self, plane: GatewayPlane, *, agent: str) -> None:
+    def __init__(self, plane: ControlPlane, *, agent: str) -> None:
         self.plane = plane
         self.worker = plane.worker
         self.agent = agent

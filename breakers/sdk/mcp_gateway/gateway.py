@@ -16,22 +16,27 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import mcp.types as types
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server import Server
-from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from breakers.sdk.core import ToolFailure
-from breakers.sdk.integrations.mcp import McpClassifier, refusal_result
-from breakers.sdk.mcp_gateway.breaking import GatewayBreakers
-from breakers.sdk.mcp_gateway.config import GatewayConfig, UpstreamConfig
+from breakers.sdk.mcp_gateway import require_mcp
+
+require_mcp()  # before the mcp imports: mcp 1.x would fail them with a less helpful error
+
+import mcp.types as types  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.server import Server  # noqa: E402
+from mcp.server.lowlevel.server import NotificationOptions  # noqa: E402
+from mcp.server.models import InitializationOptions  # noqa: E402
+from mcp.server.session import ServerSession  # noqa: E402
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
+
+from breakers.sdk.core import ToolFailure  # noqa: E402
+from breakers.sdk.integrations.mcp import McpClassifier, refusal_result  # noqa: E402
+from breakers.sdk.mcp_gateway.breaking import GatewayBreakers  # noqa: E402
+from breakers.sdk.mcp_gateway.config import GatewayConfig, UpstreamConfig  # noqa: E402
 
 __all__ = ["Gateway", "Upstream"]
 

@@ -52,12 +52,13 @@ def tool_is_known() -> bool:
         connection.close()
 
 
-def eventually(condition: object, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
+def reported_calls() -> int:
+    """Calls of web_search whose run has also finished, as the control plane has them."""
+    try:
+        calls = ToolCall.objects.filter(tool="web_search").count()
+        return min(calls, Run.objects.filter(agent="desk").exclude(status="running").count())
+    finally:
+        connection.close()
 
 
 def test_an_operators_force_open_hides_the_tool_on_the_gateway(
@@ -106,12 +107,14 @@ def test_an_operators_force_open_hides_the_tool_on_the_gateway(
             await notes.wait_for()
             assert "web_search" in await tool_names(client)
             assert not (await client.call_tool("web_search", {"text": "q"})).is_error
+            with anyio.fail_after(30):  # reported while the gateway runs, not only at its exit
+                while await anyio.to_thread.run_sync(reported_calls) < 3:
+                    await anyio.sleep(0.05)
 
     anyio.run(scenario)
     # Measured, not asserted (the machine is shared): bench/bench_mcp_gateway.py has the p99.
     print(f"force-open to list_changed: {latency[0] * 1000:.0f} ms (poll interval 200 ms)")
-    # Each call was one run of agent "desk" on worker gateway-1; closing the gateway flushed them.
-    eventually(lambda: ToolCall.objects.filter(tool="web_search").count() == 3, "the three calls")
+    # Each call was one run of agent "desk" on worker gateway-1.
     outcomes = sorted(ToolCall.objects.filter(tool="web_search").values_list("outcome", flat=True))
     assert outcomes == ["blocked", "success", "success"]
     runs = Run.objects.filter(agent="desk", worker__worker_id="gateway-1")

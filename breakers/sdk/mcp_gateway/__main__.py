@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -87,12 +88,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     gateway = Gateway(config, breakers)
     if isinstance(breakers, FleetBreakers) and isinstance(breakers.plane, GatewayPlane):
         breakers.plane.on_fleet_change = gateway.wake
+    if not args.http:  # uvicorn handles SIGTERM itself; on stdio, stop as on Ctrl-C and flush
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         anyio.run(gateway.run, _serve_http(args) if args.http else _serve_stdio)
     except KeyboardInterrupt:
         pass
     finally:
         breakers.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 async def _serve_stdio(gateway: Gateway) -> None:

@@ -145,7 +145,7 @@ class FleetBreakers(GatewayBreakers):
         return CallRecord(name, run.breakers, run)
 
     def close(self) -> None:
-        self.plane.close()
+        self.plane.close()  # safe to call twice
 
     def _sources(self) -> tuple[Any, ...]:
         return (self.plane.fleet,) if Scope.FLEET in self.plane.scopes else ()

@@ -213,6 +213,9 @@ class Gateway:
             await self.refresh(notify=False)
             group.start_soon(self._watch)
             await serve(self)
+            # The client is gone; a stdio client kills us a few seconds after closing our
+            # stdin, so deliver what the control plane has not seen before the upstreams close.
+            await anyio.to_thread.run_sync(self.breakers.close)
             group.cancel_scope.cancel()
 
     def wake(self) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -142,7 +143,7 @@ def tool_is_known() -> bool:
 
 
 async def force_open_latency(
-    url: str, agent: str, operator: str, rounds: int, poll: float, tmp: Path
+    url: str, agent: str, operator: str, rounds: int, poll: float, tmp: Path, dephase: bool
 ) -> list[float]:
     upstream = Flaky(tmp / "fleet.json")
     config = write_config(tmp / "fleet-gateway.json", {"search": upstream.stdio()})
@@ -161,6 +162,10 @@ async def force_open_latency(
                 await anyio.sleep(0.05)
         for _ in range(rounds):
             for action in ("force-open", "release"):
+                # Right after a notification the gateway has just polled: without a random
+                # pause every action would land at the same (worst) phase of the poll.
+                if dephase:
+                    await anyio.sleep(random.uniform(0, poll))
                 started = time.perf_counter()
                 await anyio.to_thread.run_sync(act, url, operator, action)
                 await notes.wait_for(timeout=30)
@@ -176,6 +181,12 @@ def main() -> None:
     parser.add_argument("--fleet", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--rounds", type=int, default=50, help="force-open/release rounds")
     parser.add_argument("--poll", type=float, default=0.2, help="gateway's fleet poll interval")
+    parser.add_argument(
+        "--dephase",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a random pause (0 to one poll interval) before each action",
+    )
     parser.add_argument("--database-url", default=os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
     parser.add_argument(
@@ -185,11 +196,18 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
 
-    timings = anyio.run(overhead, args.calls, tmp)
+    if args.calls:
+        report_overhead(args.calls, tmp)
+    if args.fleet:
+        report_latency(args, tmp)
+
+
+def report_overhead(calls_per_path: int, tmp: Path) -> None:
+    timings = anyio.run(overhead, calls_per_path, tmp)
     call, check = breaker_share(20_000)
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     direct, gated = timings["direct"], timings["gateway"]
-    print(f"\n{args.calls} calls of echo per path, interleaved; {os.cpu_count()} cores; "
+    print(f"\n{calls_per_path} calls of echo per path, interleaved; {os.cpu_count()} cores; "
           f"load average after: {load}\n")  # fmt: skip
     rows = [
         ("direct (client -> upstream, stdio)", direct),
@@ -208,8 +226,8 @@ def main() -> None:
         f"\nmean: direct {ms(statistics.mean(direct))} ms, gateway {ms(statistics.mean(gated))} ms"
     )
 
-    if not args.fleet:
-        return
+
+def report_latency(args: argparse.Namespace, tmp: Path) -> None:
     from bench.bench_board import drop_database
 
     server = None
@@ -220,8 +238,9 @@ def main() -> None:
         agent = AgentToken.issue(name="bench-gateway")[1]
         operator = AgentToken.issue(name="bench-ops", is_operator=True)[1]
         latencies = anyio.run(
-            force_open_latency, server.url, agent, operator, args.rounds, args.poll, tmp
-        )
+            force_open_latency,
+            server.url, agent, operator, args.rounds, args.poll, tmp, args.dephase,
+        )  # fmt: skip
     finally:
         if server is not None:
             server.stop()
@@ -232,7 +251,8 @@ def main() -> None:
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(
         f"\noperator action -> list_changed at the client: {len(latencies)} actions "
-        f"(force-open, release), fleet poll every {args.poll:g} s; load after: {load}"
+        f"(force-open, release), fleet poll every {args.poll:g} s, "
+        f"{'random phase' if args.dephase else 'each right after a poll'}; load after: {load}"
     )
     p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
     print(f"p50 {ms(p50)} ms, p99 {ms(p99)} ms, max {ms(max(latencies))} ms")

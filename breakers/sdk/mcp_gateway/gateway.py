@@ -186,13 +186,12 @@ class Gateway:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
-        # A ServerSession is a per-request proxy: keep the latest one per client connection,
-        # for as long as that connection lives.
         # The SDK's OpenTelemetry middleware is a no-op without an exporter, yet it costs on
         # every message of a hop that exists only to add a breaker.
         self.server.middleware = []
+        # A ServerSession is a per-request proxy: keep the latest one per client connection,
+        # for as long as that connection lives.
         self._sessions: weakref.WeakKeyDictionary[Any, ServerSession] = weakref.WeakKeyDictionary()
-        self._refresh_lock = anyio.Lock()
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -237,14 +236,13 @@ class Gateway:
 
     async def refresh(self, *, notify: bool = True) -> frozenset[str]:
         """Compute the offered set; if it changed, tell every client session."""
-        async with self._refresh_lock:
-            offered = self.breakers.offered(self.tools)
-            if offered == self.offered:
-                return offered
-            self.offered = offered
-            if notify:
-                await self._notify()
+        offered = self.breakers.offered(self.tools)  # no await: one consistent read
+        if offered == self.offered:
             return offered
+        self.offered = offered
+        if notify:
+            await self._notify()
+        return offered
 
     async def _watch(self) -> None:
         while True:
@@ -256,14 +254,18 @@ class Gateway:
     async def _notify(self) -> None:
         self.notifications_sent += 1
         logger.info("offered tools changed: %s", ", ".join(sorted(self.offered)))
-        for connection, session in list(self._sessions.items()):
-            try:
-                with anyio.fail_after(_NOTIFY_TIMEOUT):
-                    await session.send_tool_list_changed()
-            except Exception as exc:  # noqa: BLE001 - a gone client must not stop the others
-                logger.info("dropping a client session that cannot be notified: %s", exc)
-                self._sessions.pop(connection, None)
+        async with anyio.create_task_group() as group:  # a slow client delays nobody else
+            for connection, session in list(self._sessions.items()):
+                group.start_soon(self._notify_one, connection, session)
         await self.bus.publish(ToolsListChanged())  # 2026-07-28 clients: subscriptions/listen
+
+    async def _notify_one(self, connection: Any, session: ServerSession) -> None:
+        try:
+            with anyio.fail_after(_NOTIFY_TIMEOUT):
+                await session.send_tool_list_changed()
+        except Exception as exc:  # noqa: BLE001 - a gone client must not stop the others
+            logger.info("dropping a client session that cannot be notified: %s", exc)
+            self._sessions.pop(connection, None)
 
     async def _tools_changed(self) -> None:
         self._build_catalog()

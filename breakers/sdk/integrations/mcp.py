@@ -118,6 +118,14 @@ class McpClassifier:
         return ToolFailure(text, retryable=_error_code(error) != INVALID_PARAMS)
 
 
+def _is_open(breaker: Any, name: str) -> bool:
+    # is_open() offers the tool to the run, which then hears of other scopes' removals of it.
+    if isinstance(breaker, Run):
+        return breaker.breakers.is_open(name)
+    is_open = getattr(breaker, "is_open", None)
+    return bool(is_open(name)) if is_open is not None else name in breaker.removals()
+
+
 def refusal_result(text: str) -> Any:
     """An isError CallToolResult carrying `text`, in the installed `mcp`'s own type."""
     from mcp.types import CallToolResult  # the caller already uses mcp
@@ -164,7 +172,7 @@ class GuardedSession:
     async def call_tool(self, name: str, arguments: Any = None, *args: Any, **kwargs: Any) -> Any:
         if self._per_call is not None:
             return await self._call_as_run(self._per_call, name, arguments, *args, **kwargs)
-        if name in self.breaker.removals():
+        if _is_open(self.breaker, name):
             if isinstance(self.breaker, Run):
                 self.breaker.record_blocked(name)  # a ControlPlane run reports the refusal
             return refusal_result(self.breaker.notice() or f"{name} is unavailable right now.")

@@ -34,7 +34,9 @@ class CallRecord:
         self._breakers = breakers
         self._run = run
         self._started = time.perf_counter()
-        removal = breakers.removals().get(name)
+        # is_open() first: asking about a tool offers it, and a run hears of other scopes'
+        # removals only for tools it offers.
+        removal = breakers.removals().get(name) if breakers.is_open(name) else None
         self.notice = None if removal is None else _notice(removal)
         if self.notice is not None:
             if run is not None:
@@ -86,8 +88,7 @@ class GatewayBreakers:
         offered: its next call is the trial)."""
         view = RunBreakers(ToolBreaker(_NEVER), worker=self.worker, sources=self._sources())
         try:
-            removed = view.removals()
-            return frozenset(name for name in names if name not in removed)
+            return frozenset(tool["name"] for tool in view.available({"name": n} for n in names))
         finally:
             view.close()  # hand back the trial leases the view claimed
 

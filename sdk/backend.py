@@ -78,6 +78,9 @@ def build_wheel(
         (f"{dist_info}/METADATA", _metadata(project).encode()),
         (f"{dist_info}/WHEEL", wheel_file),
     ]
+    if scripts := project.get("scripts"):
+        lines = ["[console_scripts]", *(f"{name} = {target}" for name, target in scripts.items())]
+        files.append((f"{dist_info}/entry_points.txt", ("\n".join(lines) + "\n").encode()))
     record = [*(_record_line(name, data) for name, data in files), f"{dist_info}/RECORD,,"]
     files.append((f"{dist_info}/RECORD", ("\n".join(record) + "\n").encode()))
     buffer = io.BytesIO()

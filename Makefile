@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: venv services browser test lint typecheck bench demo example clean
+.PHONY: venv services browser test lint typecheck bench demo example clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -40,6 +40,10 @@ bench: venv services
 
 demo: venv
 	@scripts/demo.sh
+
+# The outage replay's figures on a quiet and on a busy machine (about 6 minutes).
+replay-check: venv
+	@scripts/replay_check.sh
 
 example: venv
 	$(BIN)/python -m breakers.sdk.example

@@ -5,13 +5,15 @@ of ``scenario.workers`` ``ControlPlane`` clients. Simulated seconds are divided 
 sleeps are real, so the control plane sees events arrive as they would, only sooner. Figures
 returned here are in simulated seconds (real seconds x ``speed``).
 
-What each mode changes is only what the agent does with the breaker:
+What each mode changes is only what the agent does with the breaker. The scripted model reads
+what it is sent (the tools array and the notice), so a tool that stays in the array reaches the
+vendor, and a removal that does not happen shows in the figures.
 
 - ``none``: no breaker at all; every failure goes back to the model.
-- ``fail-fast``: the same breakers as ``fleet`` mode (run, worker and fleet scope), but used as a
-  plain breaker: a call is refused in microseconds (outcome ``blocked``) while the tool stays in
-  the tools array, so the model keeps asking for it. Same detection, no removal: the difference
-  between this mode and ``fleet`` is exactly what removing the tool is worth.
+- ``fail-fast``: exactly ``fleet`` mode's breaker (fleet scope), used as a plain breaker: a call
+  is refused in microseconds (outcome ``blocked``) while the tool stays in the tools array and no
+  notice is sent, so the model keeps asking for it. Same detection, no removal: the difference
+  between this mode and ``fleet`` is what removing the tool is worth.
 - ``run`` / ``worker`` / ``fleet``: the breaker at that scope removes the tool from the tools
   array and the run's notice says why.
 """
@@ -54,9 +56,11 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 BOTH = frozenset({SEARCH, READ})
+# The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
+WRAP_UP_SENSITIVITY = (1, 2, 5)
 SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
     "none": (),
-    "fail-fast": ("run", "worker", "fleet"),
+    "fail-fast": ("fleet",),
     "run": ("run",),
     "worker": ("worker",),
     "fleet": ("fleet",),
@@ -76,6 +80,7 @@ class RunRecord:
     http_attempts: int = 0
     refused: int = 0  # refused by a fail-fast breaker
     degraded: bool = False
+    wrap_up_started_at: int | None = None  # the step at which the model stopped asking for search
     met: str = "healthy tool"  # healthy tool | failed through | refused fast | tool removed
 
     @property
@@ -113,7 +118,22 @@ class ModeResult:
             "degraded_runs": sum(r.degraded for r in window),
             "recovery_lag_s": self.recovery_lag_s,
             "events_dropped": self.events_dropped,
+            "wrap_up_steps": scenario.wrap_up_steps,
+            "runs_wrapped_up": sum(r.wrap_up_started_at is not None for r in window),
+            # The same runs re-priced as if the model took N steps to finish without the tool.
+            "spend_by_wrap_up_steps": {
+                str(n): float(sum((_repriced(r, scenario, n) for r in window), Decimal(0)))
+                for n in WRAP_UP_SENSITIVITY
+            },
         }
+
+
+def _repriced(record: RunRecord, scenario: Scenario, wrap_up_steps: int) -> Decimal:
+    """A run's spend had its model needed ``wrap_up_steps`` calls to finish without the tool."""
+    if record.wrap_up_started_at is None:
+        return record.spend
+    steps = min(scenario.step_budget, record.wrap_up_started_at + wrap_up_steps - 1)
+    return scenario.run_cost(steps)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -182,6 +202,9 @@ def replay_mode(
             flush_interval=max(0.05, 5.0 / speed),
             fleet_poll_interval=max(0.05, 5.0 / speed),
             trial_retry_interval=max(0.05, 5.0 / speed),
+            # The sender's backoff after a refused or failed batch is simulated time too.
+            backoff_base=0.5 / speed,
+            backoff_max=max(0.05, 30.0 / speed),
         )
         for i in range(scenario.workers)
     ]
@@ -232,12 +255,17 @@ def _play_run(
 ) -> RunRecord:
     record = RunRecord(started_s=clock.now())
     run = plane.start_run(agent=AGENT, step_budget=scenario.step_budget)
-    script = ResearchScript(scenario.step_budget, scenario.rephrase_probability, rng)
+    script = ResearchScript(
+        scenario.step_budget, scenario.rephrase_probability, rng, scenario.wrap_up_steps
+    )
     removes = mode not in ("none", "fail-fast")
     status = "completed"
     for step in range(1, scenario.step_budget + 1):
-        usable = {t["function"]["name"] for t in run.available(TOOLS)} if mode != "none" else BOTH
-        offered = usable if removes else BOTH
+        # What the model is sent: with removal, the SDK's tools array and notice; without it,
+        # every tool and no notice (a plain breaker only refuses calls).
+        sent = run.available(TOOLS) if removes else TOOLS
+        offered = _names(sent)
+        notice = run.notice() if removes else None
         cost = scenario.step_cost(step)
         clock.sleep(cost.duration_s)
         run.record_model_call(
@@ -249,27 +277,33 @@ def _play_run(
         )
         record.model_calls += 1
         record.spend += cost.cost_usd
-        action = script.next_action(step=step, offered=offered)
+        action = script.next_action(step=step, offered=offered, notice=notice)
         if action is Action.SEARCH:
-            if SEARCH in usable:
-                _search(scenario, run, clock, script, record, recovery)
-            else:  # fail-fast: refused in microseconds, the model is told to try again later
+            if mode == "fail-fast" and SEARCH not in _names(run.available(TOOLS)):
+                # The plain breaker refuses in microseconds; the model reads it as a failure.
                 run.record_blocked(SEARCH)
                 record.refused += 1
                 script.search_failed()
+            else:
+                _search(scenario, run, clock, script, record, recovery)
         elif action is Action.READ:
             clock.sleep(scenario.read_page_s)
             run.record_success(READ, duration_ms=round(scenario.read_page_s * 1000))
             script.page_read()
-        else:
+        elif action is not Action.WRAP_UP:
             record.degraded = action is not Action.ANSWER
             if action is Action.GIVE_UP:
                 status = "failed"
             break
+    record.wrap_up_started_at = script.wrap_up_started_at
     record.ended_s = clock.now()
     record.met = _what_it_met(record, removed=bool(run.removals()) and removes)
     run.finish(status=status, degraded=record.degraded, steps=record.model_calls)
     return record
+
+
+def _names(tools: list[dict[str, Any]]) -> set[str]:
+    return {tool["function"]["name"] for tool in tools}
 
 
 def _search(

@@ -51,6 +51,9 @@ class Scenario:
     output_tokens: int = 270
     usd_per_million_input: Decimal = Decimal("5")
     usd_per_million_output: Decimal = Decimal("25")
+    # Model calls a run takes to finish once web_search is gone (1 = it answers on that very
+    # step). An assumption, not a measurement: the pages show spend for 1, 2 and 5.
+    wrap_up_steps: int = 2
     threshold: int = 5
     cooldown_s: float = 30.0
     max_cooldown_s: float = 300.0
@@ -76,6 +79,15 @@ class Scenario:
             + Decimal(self.output_tokens) * self.usd_per_million_output
         ) / Decimal(1_000_000)
         return StepCost(input_tokens, self.output_tokens, cost, self.model_call_s)
+
+    def run_cost(self, steps: int) -> Decimal:
+        """Model spend of a run that made ``steps`` model calls."""
+        return sum((self.step_cost(step).cost_usd for step in range(1, steps + 1)), Decimal(0))
+
+    def wrap_up_floor(self, wrap_up_steps: int) -> float:
+        """The least a run that loses the tool at once can cost, as a share of a failing run."""
+        steps = min(self.step_budget, wrap_up_steps)
+        return float(self.run_cost(steps) / self.run_cost(self.step_budget))
 
     @property
     def failing_run_s(self) -> float:

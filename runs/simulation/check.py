@@ -1,0 +1,82 @@
+"""``make replay-check``: is the replay's headline the same on a quiet and on a busy machine?
+
+Pure: it reads the two ``simulate_outage --json`` files and says what fails.
+``python -m runs.simulation.check QUIET.json BUSY.json`` exits 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ("MAX_DRIFT", "MAX_FLEET_SEARCH_CALLS", "MAX_FLEET_SPEND_SHARE", "check", "main")
+
+MAX_DRIFT = 0.15  # fleet spend and vendor calls, busy vs quiet
+MAX_FLEET_SPEND_SHARE = 0.20  # of mode none's spend
+MAX_FLEET_SEARCH_CALLS = 60
+
+
+def _by_mode(report: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {mode["mode"]: mode for mode in report["modes"]}
+
+
+def _drift(quiet: float, busy: float) -> float:
+    return abs(busy - quiet) / quiet if quiet else (0.0 if busy == quiet else float("inf"))
+
+
+def check(quiet: Mapping[str, Any], busy: Mapping[str, Any]) -> list[str]:
+    """Every broken threshold, in words; empty when the replay holds."""
+    failures = []
+    runs = {"quiet": _by_mode(quiet), "busy": _by_mode(busy)}
+    for name, modes in runs.items():
+        if "fleet" not in modes or "none" not in modes:
+            failures.append(f"the {name} replay has no fleet or none mode")
+    if failures:
+        return failures
+    for field, label in (("model_spend_usd", "spend"), ("web_search_calls", "vendor calls")):
+        q, b = runs["quiet"]["fleet"][field], runs["busy"]["fleet"][field]
+        if _drift(q, b) > MAX_DRIFT:
+            failures.append(
+                f"fleet {label} differs by {_drift(q, b):.0%} between quiet ({q:g}) and busy "
+                f"({b:g}); the limit is {MAX_DRIFT:.0%}"
+            )
+    for name, modes in runs.items():
+        fleet, none = modes["fleet"], modes["none"]
+        share = fleet["model_spend_usd"] / none["model_spend_usd"]
+        if share > MAX_FLEET_SPEND_SHARE:
+            failures.append(
+                f"{name}: fleet spends {share:.1%} of mode none; the limit is "
+                f"{MAX_FLEET_SPEND_SHARE:.0%}"
+            )
+        if fleet["web_search_calls"] > MAX_FLEET_SEARCH_CALLS:
+            failures.append(
+                f"{name}: fleet sent {fleet['web_search_calls']} calls to the failing vendor; "
+                f"the limit is {MAX_FLEET_SEARCH_CALLS}"
+            )
+    return failures
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m runs.simulation.check QUIET.json BUSY.json", file=sys.stderr)
+        return 2
+    quiet, busy = (json.loads(Path(path).read_text()) for path in argv)
+    for name, report in (("quiet", quiet), ("busy", busy)):
+        fleet, none = _by_mode(report)["fleet"], _by_mode(report)["none"]
+        print(
+            f"{name:>5}: fleet ${fleet['model_spend_usd']:.2f} "
+            f"({fleet['model_spend_usd'] / none['model_spend_usd']:.1%} of none), "
+            f"{fleet['web_search_calls']} calls to the failing vendor"
+        )
+    failures = check(quiet, busy)
+    for failure in failures:
+        print(f"FAIL {failure}")
+    print("replay-check: " + ("FAILED" if failures else "passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -10,9 +10,10 @@ SPEED=${REPLAY_SPEED:-60}
 PORT=${REPLAY_CHECK_PORT:-8795}
 URL="http://127.0.0.1:${PORT}"
 OUT=${REPLAY_CHECK_DIR:-var/replay-check}
-DB=${REPLAY_CHECK_DB:-bp_replay_check}
 mkdir -p "$OUT"
-export DATABASE_URL="postgres://postgres@127.0.0.1:5432/${DB}"
+# SQLite, as in `make demo` (what a new user replays on), and out of reach of anyone restarting
+# the shared PostgreSQL.
+export DATABASE_URL=${REPLAY_CHECK_DATABASE_URL:-sqlite:///$PWD/$OUT/db.sqlite3}
 export REDIS_URL=${REPLAY_CHECK_REDIS_URL:-redis://127.0.0.1:6379/5}
 export SITE_URL="$URL" DEBUG=True
 # The control plane keeps time with the replay: its tick, trial lease and stale-outcome margin
@@ -28,10 +29,9 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-scripts/ensure_services.sh
+scripts/ensure_services.sh --redis-only
 # A fresh database and Redis database each time: the check must not depend on what ran before.
-dropdb -h 127.0.0.1 -U postgres --if-exists "$DB"
-createdb -h 127.0.0.1 -U postgres "$DB"
+rm -f "$OUT"/db.sqlite3*
 $BIN/python -c 'import os, redis; redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()'
 $BIN/python manage.py migrate --noinput >"$OUT/migrate.log"
 

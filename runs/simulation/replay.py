@@ -125,6 +125,11 @@ class ModeResult:
                 str(n): float(sum((_repriced(r, scenario, n) for r in window), Decimal(0)))
                 for n in WRAP_UP_SENSITIVITY
             },
+            # The least these runs could cost had every one lost the tool at its first step.
+            "floor_spend_by_wrap_up_steps": {
+                str(n): float(scenario.run_cost(min(scenario.step_budget, n)) * len(window))
+                for n in WRAP_UP_SENSITIVITY
+            },
         }
 
 

@@ -7,8 +7,10 @@ Defaults reproduce the story in mode ``none``: 340 runs in a 22-minute window, a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 __all__ = ("MODES", "Scenario", "StepCost")
 
@@ -58,6 +60,30 @@ class Scenario:
     cooldown_s: float = 30.0
     max_cooldown_s: float = 300.0
     seed: int = 20261129
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Scenario:
+        """The scenario a replay recorded (``OutageReplay.scenario``): fields it lacks, or that
+        do not parse, keep their defaults (older replays recorded fewer)."""
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            if spec.name not in record:
+                continue
+            kind = type(getattr(cls, spec.name))
+            try:
+                value = kind(str(record[spec.name])) if kind is Decimal else kind(record[spec.name])
+            except (TypeError, ValueError, InvalidOperation):
+                continue
+            values[spec.name] = value
+        try:
+            return cls(**values)
+        except (TypeError, ValueError):
+            return cls()
+
+    def last_window_start_s(self) -> float:
+        """When the last of the story's runs starts, in simulated seconds since the outage began."""
+        starts = [s for s in self.run_starts() if self.vendor_is_down(s)]
+        return (max(starts) - self.outage_start_s) if starts else 0.0
 
     @property
     def outage_start_s(self) -> float:

@@ -37,11 +37,8 @@ def playing_replay(*, now: datetime | None = None) -> PlayingReplay | None:
     if replay is None:
         return None
     batch = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
-    position = (
-        OutageReplay.objects.filter(scenario__batch=batch, started_at__lte=replay.started_at).count()
-        if batch
-        else 1
-    )
+    same_batch = OutageReplay.objects.filter(scenario__batch=batch)
+    position = same_batch.filter(started_at__lte=replay.started_at).count() if batch else 1
     return PlayingReplay(
         mode=replay.mode,
         started_at=replay.started_at,

@@ -14,7 +14,9 @@ Nothing on the agent's side waits on the network. ``available()``, ``notice()`` 
 ``batch_size`` events are waiting or ``flush_interval`` has passed), retries with exponential
 backoff and jitter, honours ``Retry-After`` on 429/503, and resends a failed batch with the same
 event ids, so the control plane applies it exactly once whatever happened to the first try.
-A second thread polls ``GET /api/v1/fleet`` with ``If-None-Match``; every ingest reply carries the
+A second thread long-polls ``GET /api/v1/fleet?wait=N`` with ``If-None-Match`` (the server
+answers when the fleet changes; one request open per plane), and falls back to polling every
+``fleet_poll_interval`` when the server does not hold the request; every ingest reply carries the
 fleet state too. When the buffer is full, new events are dropped (the oldest are kept: they
 include the ``run.started`` later events refer to), counted, and the count is reported with the
 next batch that gets through.
@@ -84,6 +86,9 @@ ALL_SCOPES: tuple[str, ...] = (Scope.RUN, Scope.WORKER, Scope.FLEET)
 _NEVER = 2**62
 # An HTTP Date header has whole seconds: count a lease as that much shorter than it says.
 _DATE_RESOLUTION = 1.0
+# Between two long-polls: a change meanwhile is answered at once by the next one, so this adds
+# no latency; it only keeps a misbehaving server from spinning the poll thread.
+_LONG_POLL_GAP = 0.01
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -340,6 +345,7 @@ class ControlPlane:
         max_buffer: int = 10_000,
         timeout: float = 5.0,
         fleet_poll_interval: float = 1.0,
+        fleet_wait: float = 20.0,
         trial_retry_interval: float = 5.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -369,6 +375,11 @@ class ControlPlane:
         self.max_buffer = max(self.batch_size, max_buffer)
         self.timeout = timeout
         self.fleet_poll_interval = fleet_poll_interval
+        # Long-poll: the control plane holds the fleet request open up to this long and answers
+        # as soon as the fleet changes. 0 polls every fleet_poll_interval instead, which is also
+        # what happens when the server does not say it waited (an older or a sync-worker server).
+        self.fleet_wait = max(0.0, fleet_wait)
+        self._server_waits = False  # the last fleet answer said the server long-polls
         # Another worker holds the trial lease: it is free again only when that lease lapses
         # (120 s) or its call was semantic, so asking every poll would only add load.
         self.trial_retry_interval = trial_retry_interval
@@ -660,10 +671,28 @@ class ControlPlane:
 
     # -- fleet polling (background thread) ---------------------------------------------------
 
+    def _fleet_wait_now(self) -> float:
+        """How long to ask the server to hold this poll: the full ``fleet_wait``, except while a
+        half-open tool may want its trial asked for (or asked again) at the polling cadence."""
+        if not self.fleet_wait:
+            return 0.0
+        if any(status.state is State.HALF_OPEN for status in self.fleet.snapshot().values()):
+            return min(self.fleet_wait, self.fleet_poll_interval)
+        return self.fleet_wait
+
+    def next_fleet_poll_delay(self) -> float:
+        """Pause before the next poll: none after a long-poll (the server did the waiting)."""
+        return _LONG_POLL_GAP if self._server_waits else self.fleet_poll_interval
+
     def _poll_fleet(self) -> bool:
-        """One ``GET /api/v1/fleet``; False when it failed (the caller backs off)."""
+        """One ``GET /api/v1/fleet`` (a long-poll when ``fleet_wait``); False when it failed
+        (the caller backs off). One request at a time: one open connection per plane."""
         extra = {"If-None-Match": self._fleet_etag} if self._fleet_etag else {}
-        status, headers, reply = self._request("GET", "/api/v1/fleet", None, extra)
+        wait = self._fleet_wait_now()
+        path = f"/api/v1/fleet?wait={wait:g}" if wait else "/api/v1/fleet"
+        timeout = self.timeout + wait
+        status, headers, reply = self._request("GET", path, None, extra, timeout=timeout)
+        self._server_waits = bool(wait) and status in (200, 304) and "x-fleet-wait" in headers
         self.stats.fleet_polls += 1
         if status == 200 and isinstance(reply, Mapping):
             self._fleet_etag = headers.get("etag")
@@ -699,10 +728,11 @@ class ControlPlane:
 
     # -- HTTP ------------------------------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        timeout = self.timeout if timeout is None else timeout
         if self._scheme == "https":
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _request(
         self,
@@ -710,9 +740,11 @@ class ControlPlane:
         path: str,
         body: bytes | None,
         extra_headers: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> tuple[int, dict[str, str], Any]:
         """One request on a fresh connection; status 0 for a network error. Never raises."""
-        connection = self._connection()
+        connection = self._connection(timeout)
         try:
             connection.request(
                 method,
@@ -830,7 +862,7 @@ def _poll_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event
             failures += 1
             plane.stats.loop_errors += 1
             logger.exception("the fleet poll failed; carrying on")
-        delay = plane.fleet_poll_interval
+        delay = plane.next_fleet_poll_delay()
         if failures:
             delay = plane._retry_delay(failures, {})
         del plane

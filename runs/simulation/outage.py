@@ -78,6 +78,10 @@ def server_settings(*, speed: float) -> dict[str, str]:
     }
 
 
+# Not a time: every replay worker may hold one fleet long-poll on the (threaded) server.
+REPLAY_SERVER_SETTINGS = {"BREAKER_FLEET_MAX_WAITERS": "64"}
+
+
 def server_settings_warnings(*, speed: float) -> list[str]:
     """Intervals of this process's settings that do not match ``speed`` (the replay and its
     control plane are started from the same environment by ``make demo`` and
@@ -133,6 +137,7 @@ def simulate_modes(
     raw_token: str,
     on_run: Callable[[str, RunRecord], None] | None = None,
     on_mode: Callable[[str], None] | None = None,
+    fleet_push: bool = True,
 ) -> list[dict[str, Any]]:
     """Replay each mode in turn; return one summary per mode (simulated seconds)."""
     unknown = set(modes) - set(MODES)
@@ -157,6 +162,7 @@ def simulate_modes(
                     raw_token=raw_token,
                     batch=batch,
                     on_run=on_run,
+                    fleet_push=fleet_push,
                 )
             )
     return summaries
@@ -171,6 +177,7 @@ def _replay_one(
     raw_token: str,
     batch: str,
     on_run: Callable[[str, RunRecord], None] | None,
+    fleet_push: bool,
 ) -> dict[str, Any]:
     started = timezone.now()
     row = OutageReplay.objects.create(
@@ -180,7 +187,11 @@ def _replay_one(
         started_at=started,
         outage_started_at=started + timedelta(seconds=scenario.outage_start_s / speed),
         outage_ended_at=started + timedelta(seconds=scenario.outage_end_s / speed),
-        scenario={**json.loads(json.dumps(asdict(scenario), default=str)), "batch": batch},
+        scenario={
+            **json.loads(json.dumps(asdict(scenario), default=str)),
+            "batch": batch,
+            "fleet_sync": "push" if fleet_push else "poll",
+        },
     )
     result: ModeResult = replay_mode(
         scenario=scenario,
@@ -190,6 +201,7 @@ def _replay_one(
         speed=speed,
         worker_prefix=row.worker_prefix,
         on_run=(lambda record: on_run(mode, record)) if on_run else None,
+        fleet_push=fleet_push,
     )
     summary = result.summary(scenario)
     row.finished_at = timezone.now()

@@ -56,6 +56,10 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 BOTH = frozenset({SEARCH, READ})
+# Undelivered events per agent worker above which the replay's clock waits for the control
+# plane (about two flushes' worth at 60x), and below which it runs again.
+BACKLOG_HIGH = 40
+BACKLOG_LOW = 10
 # The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
 WRAP_UP_SENSITIVITY = (1, 2, 5)
 SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
@@ -94,6 +98,8 @@ class ModeResult:
     runs: list[RunRecord] = field(default_factory=list)
     recovery_lag_s: float | None = None  # vendor back -> web_search offered and working again
     events_dropped: int = 0
+    paused_s: float = 0.0  # real seconds the clock waited for the control plane to catch up
+    pauses: int = 0
 
     def in_window(self, scenario: Scenario) -> list[RunRecord]:
         return [
@@ -118,6 +124,8 @@ class ModeResult:
             "degraded_runs": sum(r.degraded for r in window),
             "recovery_lag_s": self.recovery_lag_s,
             "events_dropped": self.events_dropped,
+            "paused_real_s": round(self.paused_s, 2),
+            "pauses": self.pauses,
             "wrap_up_steps": scenario.wrap_up_steps,
             "runs_wrapped_up": sum(r.wrap_up_started_at is not None for r in window),
             # The same runs re-priced as if the model took N steps to finish without the tool.
@@ -149,22 +157,79 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 class _SimClock:
-    """Simulated seconds since the replay began: real elapsed time x speed."""
+    """Simulated seconds since the replay began: real elapsed time x speed, minus pauses.
+
+    The clock stops while the control plane is behind (``pause()``/``resume()``, driven by
+    ``_Governor``): on a busy machine the story waits for the ingest instead of running ahead
+    of what the fleet breaker has been told, so the figures do not depend on machine load.
+    """
 
     def __init__(self, speed: float) -> None:
         self.speed = speed
         self.origin = time.monotonic()
+        self.paused_s = 0.0  # real seconds spent paused
+        self._paused_at: float | None = None
+        self._resumed = threading.Condition()
 
     def now(self) -> float:
-        return (time.monotonic() - self.origin) * self.speed
+        paused_at = self._paused_at
+        real = (time.monotonic() if paused_at is None else paused_at) - self.origin
+        return (real - self.paused_s) * self.speed
 
     def sleep(self, sim_seconds: float) -> None:
-        time.sleep(sim_seconds / self.speed)
+        self.sleep_until(self.now() + sim_seconds)
 
     def sleep_until(self, sim_at: float) -> None:
-        left = sim_at - self.now()
-        if left > 0:
-            self.sleep(left)
+        while (left := sim_at - self.now()) > 0:
+            if self._paused_at is None:
+                time.sleep(left / self.speed)
+            else:
+                with self._resumed:
+                    self._resumed.wait_for(lambda: self._paused_at is None, timeout=1.0)
+
+    def pause(self) -> None:
+        with self._resumed:
+            if self._paused_at is None:
+                self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        with self._resumed:
+            if self._paused_at is not None:
+                self.paused_s += time.monotonic() - self._paused_at
+                self._paused_at = None
+                self._resumed.notify_all()
+
+
+class _Governor:
+    """Pauses the replay's clock while any agent worker has more undelivered events than it
+    sends in about one flush, and resumes it once they are delivered (docs/decisions.md)."""
+
+    def __init__(self, clock: _SimClock, planes: list[ControlPlane], *, high: int, low: int):
+        self.clock, self.planes, self.high, self.low = clock, planes, high, low
+        self.pauses = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="replay-governor", daemon=True)
+
+    def __enter__(self) -> _Governor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.clock.resume()
+
+    def _run(self) -> None:
+        paused = False
+        while not self._stop.wait(0.005):
+            backlog = max(plane.pending() for plane in self.planes)
+            if not paused and backlog > self.high:
+                self.clock.pause()
+                self.pauses += 1
+                paused = True
+            elif paused and backlog <= self.low:
+                self.clock.resume()
+                paused = False
 
 
 @dataclass
@@ -189,6 +254,7 @@ def replay_mode(
     speed: float,
     worker_prefix: str | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
+    fleet_push: bool = True,
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done."""
     clock = _SimClock(speed)
@@ -207,6 +273,8 @@ def replay_mode(
             flush_interval=max(0.05, 5.0 / speed),
             fleet_poll_interval=max(0.05, 5.0 / speed),
             trial_retry_interval=max(0.05, 5.0 / speed),
+            # Long-poll (the server answers when the fleet changes), or poll only.
+            fleet_wait=20.0 if fleet_push else 0.0,
             # The sender's backoff after a refused or failed batch is simulated time too.
             backoff_base=0.5 / speed,
             backoff_max=max(0.05, 30.0 / speed),
@@ -236,10 +304,13 @@ def replay_mode(
         threading.Thread(target=play, args=(i, start), name=f"replay-run-{i}", daemon=True)
         for i, start in enumerate(scenario.run_starts())
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with _Governor(clock, planes, high=BACKLOG_HIGH, low=BACKLOG_LOW) as governor:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    result.paused_s = clock.paused_s
+    result.pauses = governor.pauses
     for plane in planes:
         plane.close(timeout=30.0)
         result.events_dropped += plane.stats.dropped

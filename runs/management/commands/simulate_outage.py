@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs.simulation.outage import (
+    REPLAY_SERVER_SETTINGS,
     ReplayError,
     check_control_plane,
     format_table,
@@ -46,6 +47,12 @@ class Command(BaseCommand):
             default=Scenario.wrap_up_steps,
             help="model calls a run takes to finish once web_search is gone (an assumption)",
         )
+        parser.add_argument(
+            "--fleet-sync",
+            choices=["push", "poll"],
+            default="push",
+            help="agents learn the fleet state by long-poll (push) or by polling only",
+        )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
         parser.add_argument(
             "--print-server-env",
@@ -59,7 +66,8 @@ class Command(BaseCommand):
         if options["wrap_up_steps"] < 1:
             raise CommandError("--wrap-up-steps must be at least 1")
         if options["print_server_env"]:
-            for name, value in server_settings(speed=options["speed"]).items():
+            env = {**server_settings(speed=options["speed"]), **REPLAY_SERVER_SETTINGS}
+            for name, value in env.items():
                 self.stdout.write(f"export {name}={value}")
             return
         scenario = Scenario(
@@ -94,6 +102,7 @@ class Command(BaseCommand):
                     raw_token=raw,
                     on_run=progress.run_done,
                     on_mode=progress.mode_started,
+                    fleet_push=options["fleet_sync"] == "push",
                 )
         except ReplayError as error:
             raise CommandError(str(error)) from None

@@ -676,7 +676,8 @@ class ControlPlane:
         half-open tool may want its trial asked for (or asked again) at the polling cadence."""
         if not self.fleet_wait:
             return 0.0
-        if any(status.state is State.HALF_OPEN for status in self.fleet.snapshot().values()):
+        may_ask = Scope.FLEET in self.scopes and bool(self._runs_in_progress)
+        if may_ask and any(s.state is State.HALF_OPEN for s in self.fleet.snapshot().values()):
             return min(self.fleet_wait, self.fleet_poll_interval)
         return self.fleet_wait
 

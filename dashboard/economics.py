@@ -319,7 +319,9 @@ def incident_charts(
     start = opened - length
     tool = incident.tool.name
     runs = runs_reaching_for(tool_name=tool, start=start, end=end)
-    before = Q(started_at__lt=opened)
+    # Baseline: runs over before the incident opened. A run that started before but was still
+    # going met the incident, as the table's and the Outages page's figures count it.
+    before = Q(finished_at__lt=opened)
     stats, unfinished = _period_stats(
         runs, [_Period("baseline", before, 0.001), _Period("during", ~before, 0.001)]
     )

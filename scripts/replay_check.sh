@@ -2,7 +2,9 @@
 # `make replay-check`: the default outage replay twice against a control plane of its own, once
 # as the machine is and once beside two CPU-bound processes this script starts and stops. Fails
 # when fleet mode's spend or vendor calls move more than 15% between the two, or fleet goes over
-# 20% of mode none's spend or 60 vendor calls (runs/simulation/check.py).
+# 20% of mode none's spend or 60 vendor calls (runs/simulation/check.py). Then fleet mode once
+# more with polling only, to count the vendor calls the fleet push saves (REPLAY_CHECK_POLL=0
+# skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -73,4 +75,14 @@ replay busy
 kill "${burners[@]}"
 burners=()
 
+# What the fleet push is worth: fleet mode again with the agents polling only (not checked).
+if [ "${REPLAY_CHECK_POLL:-1}" = 1 ]; then
+  $BIN/python manage.py simulate_outage --url "$URL" --speed "$SPEED" --mode fleet \
+    --fleet-sync poll --json "$OUT/poll.json" 2>&1 | tee "$OUT/poll.log"
+fi
+
 $BIN/python -m runs.simulation.check "$OUT/quiet.json" "$OUT/busy.json" | tee "$OUT/check.log"
+if [ -f "$OUT/poll.json" ]; then
+  $BIN/python -m runs.simulation.check --push-vs-poll "$OUT/quiet.json" "$OUT/poll.json" \
+    | tee -a "$OUT/check.log"
+fi

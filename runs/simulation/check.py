@@ -59,7 +59,22 @@ def check(quiet: Mapping[str, Any], busy: Mapping[str, Any]) -> list[str]:
     return failures
 
 
+def push_vs_poll(push: Mapping[str, Any], poll: Mapping[str, Any]) -> str:
+    """Fleet mode with the fleet state pushed against polled: the vendor calls push saved."""
+    a, b = _by_mode(push)["fleet"], _by_mode(poll)["fleet"]
+    saved = b["web_search_calls"] - a["web_search_calls"]
+    return (
+        f"fleet push vs poll: {a['web_search_calls']} against {b['web_search_calls']} calls to "
+        f"the failing vendor ({saved:+d} saved by push), ${a['model_spend_usd']:.2f} against "
+        f"${b['model_spend_usd']:.2f}"
+    )
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--push-vs-poll"] and len(argv) == 3:
+        push, poll = (json.loads(Path(path).read_text()) for path in argv[1:])
+        print(push_vs_poll(push, poll))
+        return 0
     if len(argv) != 2:
         print("usage: python -m runs.simulation.check QUIET.json BUSY.json", file=sys.stderr)
         return 2

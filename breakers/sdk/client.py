@@ -39,6 +39,7 @@ Only the standard library is used, so an agent process needs nothing beyond ``br
 from __future__ import annotations
 
 import atexit
+import contextlib
 import email.utils
 import http.client
 import itertools
@@ -46,6 +47,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import time
 import weakref
@@ -380,6 +382,7 @@ class ControlPlane:
         # what happens when the server does not say it waited (an older or a sync-worker server).
         self.fleet_wait = max(0.0, fleet_wait)
         self._server_waits = False  # the last fleet answer said the server long-polls
+        self._held: http.client.HTTPConnection | None = None  # the long-poll in progress
         # Another worker holds the trial lease: it is free again only when that lease lapses
         # (120 s) or its call was semantic, so asking every poll would only add load.
         self.trial_retry_interval = trial_retry_interval
@@ -473,11 +476,21 @@ class ControlPlane:
         self._stopping.set()
         with self._wake:
             self._wake.notify_all()
+        self._cut_long_poll()
         for thread in self._threads:
             thread.join(timeout=max(0.1, self.timeout))
         if not flushed:
             logger.warning("closed with %d events not delivered", self.pending())
         return flushed
+
+    def _cut_long_poll(self) -> None:
+        """Wake the poll thread out of a held fleet request (shutdown interrupts a blocked read
+        on another thread; close alone may not), so closing never waits for the server."""
+        held = self._held
+        sock = getattr(held, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing to wake
+                sock.shutdown(socket.SHUT_RDWR)
 
     def pending(self) -> int:
         """Events buffered or in flight."""
@@ -744,8 +757,11 @@ class ControlPlane:
         *,
         timeout: float | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        """One request on a fresh connection; status 0 for a network error. Never raises."""
+        """One request on a fresh connection; status 0 for a network error. Never raises.
+        A request with its own ``timeout`` (the long-poll) can be cut short by ``close()``."""
         connection = self._connection(timeout)
+        if timeout is not None:
+            self._held = connection
         try:
             connection.request(
                 method,
@@ -760,6 +776,8 @@ class ControlPlane:
             logger.debug("%s %s failed: %s", method, path, exc)
             return 0, {}, None
         finally:
+            if timeout is not None:
+                self._held = None
             connection.close()
         try:
             reply = json.loads(raw) if raw else None

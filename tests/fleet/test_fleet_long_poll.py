@@ -143,3 +143,17 @@ def test_a_bad_wait_is_refused_naming_the_field(client: Client, wait: str) -> No
     )
     assert response.status_code == 422
     assert "wait" in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_closing_a_plane_cuts_its_held_request(
+    pushing_server: WebServerProcess, fleet_redis: redis.Redis
+) -> None:
+    token = AgentToken.issue(name="agents")[1]
+    plane = ControlPlane(
+        pushing_server.url, token=token, worker_id="worker-d", fleet_poll_interval=AN_HOUR
+    )
+    eventually(lambda: plane._held is not None and plane._server_waits, "a held long-poll")
+    plane.close()
+    # Held for up to 20 s otherwise; close() waits at most `timeout` (5 s) for the thread.
+    assert not any(thread.is_alive() for thread in plane._threads)

@@ -38,6 +38,7 @@ class ReplayFindings:
     wrap_up_steps: int | None  # what the replay's model was told to take; None: before issue 14
     sensitivity: list[SensitivityRow]
     floors: list[tuple[int, str]]  # (wrap-up steps, least share of none's spend)
+    paused_s: float = 0.0  # real seconds the batch's clock waited for the control plane
 
 
 def _summary(replay: Any) -> Mapping[str, Any]:
@@ -145,6 +146,7 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
         wrap_up_steps=steps,
         sensitivity=sensitivity,
         floors=floors,
+        paused_s=sum(_number(s.get("paused_real_s")) or 0.0 for s in summaries.values()),
     )
 
 

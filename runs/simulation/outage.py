@@ -206,7 +206,11 @@ def _replay_one(
     summary = result.summary(scenario)
     row.finished_at = timezone.now()
     row.summary = summary
-    row.save(update_fields=["finished_at", "summary"])
+    # Where the replay's clock paused for the control plane, the outage began and ended later
+    # than planned: the pages classify runs by these.
+    row.outage_started_at = result.wall_times.get("outage_start", row.outage_started_at)
+    row.outage_ended_at = result.wall_times.get("outage_end", row.outage_ended_at)
+    row.save(update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at"])
     return summary
 
 

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -100,6 +101,7 @@ class ModeResult:
     events_dropped: int = 0
     paused_s: float = 0.0  # real seconds the clock waited for the control plane to catch up
     pauses: int = 0
+    wall_times: dict[str, datetime] = field(default_factory=dict)  # outage_start, outage_end
 
     def in_window(self, scenario: Scenario) -> list[RunRecord]:
         return [
@@ -303,6 +305,19 @@ def replay_mode(
     threads = [
         threading.Thread(target=play, args=(i, start), name=f"replay-run-{i}", daemon=True)
         for i, start in enumerate(scenario.run_starts())
+    ]
+
+    def mark(name: str, at_s: float) -> None:
+        clock.sleep_until(at_s)
+        result.wall_times[name] = datetime.now(UTC)
+
+    # When the outage really began and ended: pauses move them from started + s / speed.
+    threads += [
+        threading.Thread(target=mark, args=(name, at), name=f"replay-{name}", daemon=True)
+        for name, at in (
+            ("outage_start", scenario.outage_start_s),
+            ("outage_end", scenario.outage_end_s),
+        )
     ]
     with _Governor(clock, planes, high=BACKLOG_HIGH, low=BACKLOG_LOW) as governor:
         for thread in threads:

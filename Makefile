@@ -3,9 +3,11 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.12 >/dev/null 2>&1 && echo python3.12 || echo python3)
 VENV := .venv
 BIN := $(VENV)/bin
-# Tests run against PostgreSQL and a Redis database of their own (flushed by the tests).
+# Tests and benchmarks run against PostgreSQL and a Redis database of their own: each run claims
+# a free Redis database (scripts/own_services.py) and names its test database after it, so runs
+# sharing this machine's servers never flush each other's data. TEST_REDIS_URL=... overrides.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
-TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+OWN := $(BIN)/python scripts/own_services.py --
 
 .PHONY: venv services browser test lint typecheck bench demo example clean replay-check
 
@@ -26,7 +28,7 @@ browser:
 	@scripts/ensure_browser.sh
 
 test: venv services browser
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -36,7 +38,7 @@ typecheck: venv
 	$(BIN)/mypy breakers runs controlplane dashboard
 
 bench: venv services
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) bench/run_all.sh
+	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) bench/run_all.sh
 
 demo: venv
 	@scripts/demo.sh

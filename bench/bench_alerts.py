@@ -245,7 +245,9 @@ def main() -> None:
         "--database-url",
         default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
     )
-    parser.add_argument("--bench-db", default="bp_bench_alerts")
+    parser.add_argument(
+        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_alerts"
+    )
     parser.add_argument("--alerts", type=int, default=100)
     parser.add_argument("--pace", type=float, default=1.1, help="seconds between openings")
     parser.add_argument("--channels", type=int, default=1)

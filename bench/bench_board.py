@@ -276,7 +276,9 @@ def main() -> None:
     )
     parser.add_argument("--database-url", default=os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument("--bench-db", default="bp_bench_board")
+    parser.add_argument(
+        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_board"
+    )
     parser.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
     )

@@ -384,7 +384,9 @@ def main() -> None:
     )
     parser.add_argument("--database-url", default=os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument("--bench-db", default="bp_bench_fleet")
+    parser.add_argument(
+        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_fleet"
+    )
     parser.add_argument("--part", choices=["cost", "propagation", "both"], default="both")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--trials", type=int, default=30)

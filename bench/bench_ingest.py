@@ -335,7 +335,9 @@ def main() -> None:
     )
     parser.add_argument("--database-url", default=os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument("--bench-db", default="bp_bench_ingest")
+    parser.add_argument(
+        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_ingest"
+    )
     # Accepted tool calls also update the fleet counters: keep them out of the dev database.
     parser.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")

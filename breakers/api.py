@@ -28,6 +28,7 @@ from controlplane.api import AgentAuth, OperatorAuth, api, service_unavailable
 from dashboard.permissions import is_operator
 from runs.models import AgentToken
 from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
+from runs.services import TokenMismatch, check_bound_worker, fleet_identity
 
 router = Router(tags=["fleet"])
 
@@ -155,7 +156,7 @@ class TrialOut(Schema):
 @router.post(
     "/tools/{path:tool}/trial",
     auth=AgentAuth(),
-    response={200: TrialOut, 404: ErrorReply},
+    response={200: TrialOut, 403: ErrorReply, 404: ErrorReply},
     summary="Ask for the half-open trial of a tool without a probe",
     description=(
         "One worker at a time holds it: its next reported call of the tool decides (success "
@@ -164,7 +165,13 @@ class TrialOut(Schema):
     ),
 )
 def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
-    grant = services.fleet_trial_acquire(tool_name=tool, worker_id=body.worker_id)
+    token = request.auth  # type: ignore[attr-defined]
+    try:
+        check_bound_worker(token=token, worker_id=body.worker_id)
+    except TokenMismatch as exc:
+        return Status(403, {"detail": exc.detail})
+    holder = fleet_identity(worker_id=body.worker_id, token=token)
+    grant = services.fleet_trial_acquire(tool_name=tool, worker_id=holder)
     expires = ms_to_datetime(grant.lease_until) if grant.granted else None
     return {"granted": grant.granted, "window": grant.window, "expires_at": expires}
 

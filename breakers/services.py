@@ -63,6 +63,7 @@ from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
 
 __all__ = [
+    "FLEET_STORE_ERRORS",
     "FleetCall",
     "FleetError",
     "FleetInputError",
@@ -75,6 +76,7 @@ __all__ = [
     "fleet_rebuild",
     "fleet_record_tool_calls",
     "fleet_state",
+    "fleet_state_from_database",
     "fleet_store",
     "fleet_tick",
     "fleet_tool_details",
@@ -132,6 +134,8 @@ class FleetCall(Protocol):
     def outcome(self) -> str: ...
     @property
     def trial(self) -> bool: ...
+    @property
+    def dedupe_id(self) -> str: ...
     @property
     def ts(self) -> datetime: ...
 
@@ -306,7 +310,9 @@ def fleet_record_tool_calls(
         cutoff = stale_before.get(call.tool)
         if cutoff is not None and call.ts < cutoff:
             continue  # it happened before the breaker's last change: it must not undo it
-        event = OutcomeEvent(call.event_id, call.worker_id, call.outcome, call.trial)
+        event = OutcomeEvent(
+            call.event_id, call.worker_id, call.outcome, call.trial, call.dedupe_id
+        )
         by_tool.setdefault(call.tool, []).append(event)
     if not by_tool:
         return []
@@ -352,6 +358,31 @@ class FleetView:
 
     def as_json(self) -> dict[str, Any]:
         return {"version": self.version, "tools": self.tools}
+
+
+# What the fleet store raises when Redis is unreachable or failing.
+FLEET_STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError,)
+
+
+def fleet_state_from_database() -> FleetView:
+    """The fleet state as the database mirrors it: the answer when Redis cannot give one."""
+    tools: dict[str, dict[str, Any]] = {}
+    version = 0
+    for tool in Tool.objects.only(
+        "name", "state", "since", "auto_reason", "forced_reason", "forced", "seq"
+    ):
+        forced = bool(tool.forced)
+        since = tool.since
+        tools[tool.name] = {
+            "state": tool.state,
+            "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            if since
+            else None,
+            "reason": tool.forced_reason if forced else tool.auto_reason,
+            "forced": forced,
+        }
+        version += tool.seq
+    return FleetView(version, "db", tools)
 
 
 def fleet_state() -> FleetView:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from breakers import alerts, services
+from breakers import alerts, backlog, services
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
 PROBE_EXPIRES_SECONDS = 60
@@ -23,6 +23,7 @@ PROBE_EXPIRES_SECONDS = 60
 
 @shared_task(name="breakers.fleet_tick", ignore_result=True)
 def fleet_tick() -> int:
+    backlog.apply_fleet_backlog()  # first: outcomes that committed while Redis was failing
     orders = services.fleet_tick()
     for order in orders:
         fleet_probe.apply_async((order.tool, order.window), expires=PROBE_EXPIRES_SECONDS)

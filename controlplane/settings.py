@@ -141,6 +141,12 @@ BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
 BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
 BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
+# Who counts towards min_workers: distinct "workers" (worker id; the default, works with one
+# token shared by the fleet) or distinct agent "tokens" (one token per host: a token cannot
+# forge the quorum by making up worker ids). See docs/decisions.md, trust model.
+FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
+if FLEET_QUORUM not in ("workers", "tokens"):
+    raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
 # An outcome that happened this long before a tool's last transition is stale and ignored by the
 # fleet breaker (a margin for agents' clock skew; see breakers.services._stale_before).
 BREAKER_STALE_OUTCOME_SECONDS = envfloat("BREAKER_STALE_OUTCOME_SECONDS", 2.0)
@@ -170,6 +176,10 @@ CELERY_BEAT_SCHEDULE = {
 # --- Ingest limits (documented in docs/api.md). ---
 INGEST_MAX_BODY_BYTES = envint("INGEST_MAX_BODY_BYTES", 1_048_576)
 INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", 1000)
+# PostgreSQL: a batch waits at most this long for a row lock, and runs at most this long,
+# before it is rolled back and answered 503 (resend later).
+INGEST_LOCK_TIMEOUT_MS = envint("INGEST_LOCK_TIMEOUT_MS", 5000)
+INGEST_STATEMENT_TIMEOUT_MS = envint("INGEST_STATEMENT_TIMEOUT_MS", 15000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
 
 # --- Slack ---

@@ -58,8 +58,13 @@ class AgentTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("is_operator", ("revoked_at", admin.EmptyFieldListFilter))
     search_fields = ("name", "display_prefix")
     # The hash is never shown; the prefix is enough to recognise a token someone pasted.
-    fields = ("name", "display_prefix", "is_operator", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("display_prefix", "is_operator", "created_at", "last_used_at", "revoked_at")
+    fields = (
+        "name", "display_prefix", "is_operator", "worker_id", "created_at", "last_used_at",
+        "revoked_at",
+    )  # fmt: skip
+    readonly_fields = (
+        "display_prefix", "is_operator", "worker_id", "created_at", "last_used_at", "revoked_at",
+    )  # fmt: skip
     actions = ("revoke",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

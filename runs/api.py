@@ -33,6 +33,7 @@ def _error(status: int, detail: str) -> JsonResponse:
         200: IngestReply,
         400: ErrorReply,
         401: ErrorReply,
+        403: ErrorReply,
         413: ErrorReply,
         503: ErrorReply,
     },
@@ -56,7 +57,12 @@ def post_events(request: HttpRequest) -> HttpResponse:
         return _error(413, too_big)
     try:
         batch = parse_batch(raw, max_events=settings.INGEST_MAX_EVENTS)
-        result = ingest_batch(worker_id=batch.worker_id, events=batch.events, dropped=batch.dropped)
+        result = ingest_batch(
+            token=request.auth,  # type: ignore[attr-defined]
+            worker_id=batch.worker_id,
+            events=batch.events,
+            dropped=batch.dropped,
+        )
     except BatchRefused as exc:
         return _error(exc.status, exc.detail)
     except IngestConflict:

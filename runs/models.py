@@ -39,6 +39,9 @@ class AgentToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     display_prefix = models.CharField(max_length=12, editable=False)
     is_operator = models.BooleanField(default=False)
+    # When set, batches and trial leases with this token must name exactly this worker: one
+    # token, one worker, so a token cannot make up workers to forge the fleet's quorum.
+    worker_id = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -53,7 +56,9 @@ class AgentToken(models.Model):
         return self.revoked_at is None
 
     @classmethod
-    def issue(cls, *, name: str, is_operator: bool = False) -> tuple[AgentToken, str]:
+    def issue(
+        cls, *, name: str, is_operator: bool = False, worker_id: str = ""
+    ) -> tuple[AgentToken, str]:
         """Create a token and return it with its raw value, which is never stored."""
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
@@ -61,19 +66,30 @@ class AgentToken(models.Model):
             token_hash=hash_token(raw),
             display_prefix=raw[:10],
             is_operator=is_operator,
+            worker_id=worker_id,
         )
         return token, raw
 
 
 class Worker(models.Model):
-    """An agent worker process, known by the ``worker_id`` it sends with each batch."""
+    """An agent worker process, known by the ``worker_id`` it sends with each batch *and* the
+    token it sends it with: event ids and run ids are unique per worker, so one token can never
+    suppress or take over another token's events or runs by reusing their ids."""
 
-    worker_id = models.CharField(max_length=200, unique=True)
+    worker_id = models.CharField(max_length=200)
+    # The AgentToken's pk (0 for callers inside the control plane). A plain integer rather than
+    # a foreign key so that the upsert's conflict target never holds a NULL.
+    token_key = models.BigIntegerField(default=0, db_default=0)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
     # Events the worker's client had to drop (its buffer was full while the control plane was
     # unreachable), as it reported them once it could: what the dashboard cannot show.
     dropped_events = models.PositiveBigIntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["token_key", "worker_id"], name="worker_token_id_uniq")
+        ]
 
     def __str__(self) -> str:
         return self.worker_id
@@ -117,7 +133,9 @@ class Run(models.Model):
             models.Index(fields=["status", "started_at"], name="run_status_started_idx"),
             models.Index(fields=["agent", "started_at"], name="run_agent_started_idx"),
         ]
-        constraints = [models.UniqueConstraint(fields=["run_id"], name="run_run_id_uniq")]
+        constraints = [
+            models.UniqueConstraint(fields=["worker", "run_id"], name="run_worker_run_id_uniq")
+        ]
 
     def __str__(self) -> str:
         return self.run_id
@@ -143,7 +161,7 @@ class ModelCall(models.Model):
             models.Index(fields=["ts"], name="modelcall_ts_idx"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["event_id"], name="modelcall_event_id_uniq"),
+            models.UniqueConstraint(fields=["run", "event_id"], name="modelcall_run_event_uniq"),
         ]
 
     def __str__(self) -> str:
@@ -186,7 +204,9 @@ class ToolCall(models.Model):
             models.Index(fields=["ts"], name="toolcall_ts_idx"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["event_id"], name="toolcall_event_id_uniq"),
+            models.UniqueConstraint(
+                fields=["worker", "event_id"], name="toolcall_worker_event_uniq"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -232,7 +252,9 @@ class ReportedTransition(models.Model):
             models.Index(fields=["worker", "tool", "ts"], name="reported_worker_tool_ts_idx"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["event_id"], name="reported_event_id_uniq"),
+            models.UniqueConstraint(
+                fields=["worker", "event_id"], name="reported_worker_event_uniq"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -242,15 +264,27 @@ class ReportedTransition(models.Model):
 class IngestedEvent(models.Model):
     """The dedupe ledger: one row per accepted event id, written in the same transaction as its
     effects, so a resent batch is recognised even for events that leave no row of their own
-    (``run.started``, ``run.finished``)."""
+    (``run.started``, ``run.finished``). Its key is ``"<worker pk>:<event id>"``: ids are unique
+    per worker, not across the fleet."""
 
-    event_id = models.CharField(max_length=200, primary_key=True)
+    event_id = models.CharField(max_length=230, primary_key=True)
     # Never queried by worker: the ledger is only looked up by event id.
     worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="+", db_index=False)
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     def __str__(self) -> str:
         return self.event_id
+
+
+class FleetBacklog(models.Model):
+    """Accepted tool calls whose fleet update failed after their batch committed (Redis went
+    away between the two). Celery's fleet tick applies and deletes them; rare and short-lived."""
+
+    created_at = models.DateTimeField(default=timezone.now)
+    calls = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{len(self.calls)} tool calls waiting since {self.created_at:%H:%M:%S}"
 
 
 class OutageReplay(models.Model):

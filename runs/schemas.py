@@ -12,7 +12,7 @@ texts are cut to ``MAX_TEXT_CHARS`` with an ellipsis rather than refused; counts
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -78,11 +78,33 @@ ReportedState = Literal["closed", "open", "half_open"]
 FinishedStatus = Literal["completed", "failed", "cancelled"]
 
 
+# Agents' clocks are not ours, but a time outside these bounds is a bug, not a clock skew: it
+# would not fit the pages' arithmetic (or, past year 9999 in UTC, Python's datetime at all).
+MIN_TS = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_TS = datetime(2500, 1, 1, tzinfo=UTC)
+
+
+def utc_timestamp(value: datetime) -> datetime:
+    """Normalise to UTC (any offset is accepted) and keep within ``MIN_TS``..``MAX_TS``."""
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the years 1-9999 in UTC") from None
+    if not MIN_TS <= value < MAX_TS:
+        raise ValueError(f"must be between {MIN_TS:%Y-%m-%d} and {MAX_TS:%Y-%m-%d} (UTC)")
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(utc_timestamp)]
+
+
 class _Event(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     id: Identifier = Field(description="Client-made, unique per event; a resent id is a duplicate.")
-    ts: AwareDatetime = Field(description="When it happened, ISO 8601 with a timezone.")
+    ts: Timestamp = Field(
+        description="When it happened, ISO 8601 with a timezone, between 1970 and 2500 (UTC)."
+    )
 
 
 class RunStartedEvent(_Event):

@@ -16,8 +16,9 @@ sent again with the same id.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -27,11 +28,18 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from breakers.services import fleet_record_tool_calls, fleet_state
-from runs.models import Outcome
+from breakers.services import (
+    FLEET_STORE_ERRORS,
+    fleet_record_tool_calls,
+    fleet_state,
+    fleet_state_from_database,
+    fleet_store,
+)
+from runs.models import AgentToken, FleetBacklog, Outcome
 from runs.schemas import (
     EVENT_MODELS,
     EVENT_TYPES,
+    MAX_COUNT,
     MAX_ID_CHARS,
     BreakerTransitionEvent,
     DroppedReport,
@@ -42,6 +50,7 @@ from runs.schemas import (
     check_identifier,
 )
 from runs.writers import (
+    TOTAL_FIELDS,
     Claim,
     Finish,
     NewRun,
@@ -50,6 +59,7 @@ from runs.writers import (
     WriteConflict,
     Writes,
     batch_writer,
+    ledger_key,
 )
 
 __all__ = (
@@ -58,8 +68,14 @@ __all__ = (
     "IngestConflict",
     "IngestResult",
     "Rejection",
+    "TokenMismatch",
     "apply_fleet_outcomes",
+    "backlog_item",
+    "check_bound_worker",
+    "fleet_identity",
+    "fleet_ready",
     "fleet_state_for_reply",
+    "from_backlog",
     "ingest_batch",
     "parse_batch",
     "validate_events",
@@ -70,6 +86,8 @@ Event = RunStartedEvent | ModelCallEvent | ToolCallEvent | BreakerTransitionEven
 _MAX_REASONS = 5
 _FAILED_OUTCOMES = frozenset({Outcome.RETRYABLE.value, Outcome.SEMANTIC.value})
 _MICRO_USD = Decimal("0.000001")
+MAX_BIGINT = 9_223_372_036_854_775_807
+logger = logging.getLogger(__name__)
 
 
 class BatchRefused(Exception):
@@ -106,6 +124,7 @@ class AcceptedToolCall:
     attempts: int
     error: str
     trial: bool = False  # the one call made under a fleet trial lease (set by the SDK)
+    dedupe_id: str = ""  # unique across workers and tokens (the ledger key); event_id if empty
 
 
 @dataclass(slots=True)
@@ -131,23 +150,46 @@ class IngestResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
-    """FLEET HOOK 1: called with the batch's new ``tool.call`` events, inside the ingest
-    transaction, before it commits.
+def fleet_ready() -> None:
+    """FLEET HOOK 0: raise (the API answers 503, nothing written) while the fleet store is
+    unreachable, so that a batch with tool calls is not committed without reaching it."""
+    fleet_store().ping()
 
-    Whatever this applies (the Redis counters) must be keyed by ``event_id`` as the database rows
-    are: if the transaction then fails, the client resends the batch, the database applies it
-    and this hook must recognise the ids it has already counted. Raising here rolls the whole
-    batch back.
+
+def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
+    """FLEET HOOK 1: called with the batch's new ``tool.call`` events after the ingest
+    transaction committed, so the fleet never holds an event whose rows were rolled back.
+
+    If the fleet store fails now, the rows stay committed and the calls wait in the
+    ``FleetBacklog`` table; Celery's fleet tick applies them when the store answers again (the
+    store recognises event ids it has already counted, so a partial apply is not counted twice).
     """
-    fleet_record_tool_calls(calls=tool_calls)
+    if not tool_calls:
+        return
+    try:
+        fleet_record_tool_calls(calls=tool_calls)
+    except FLEET_STORE_ERRORS:
+        logger.warning("fleet store failed after commit; %d tool calls wait", len(tool_calls))
+        FleetBacklog.objects.create(calls=[backlog_item(call) for call in tool_calls])
+
+
+def backlog_item(call: AcceptedToolCall) -> dict[str, Any]:
+    return {**asdict(call), "ts": call.ts.isoformat()}
+
+
+def from_backlog(item: dict[str, Any]) -> AcceptedToolCall:
+    return AcceptedToolCall(**{**item, "ts": datetime.fromisoformat(item["ts"])})
 
 
 def fleet_state_for_reply() -> dict[str, Any]:
     """FLEET HOOK 2: the fleet state every ingest reply carries, in the shape of
     ``GET /api/v1/fleet``: ``{"version": int, "tools": {name: {"state", "since", "reason",
-    "forced"}}}``."""
-    return fleet_state().as_json()
+    "forced"}}}``. After a commit the reply must not fail: without Redis it is the state the
+    database mirrors."""
+    try:
+        return fleet_state().as_json()
+    except FLEET_STORE_ERRORS:
+        return fleet_state_from_database().as_json()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,6 +228,8 @@ def parse_batch(raw: bytes, *, max_events: int) -> Batch:
         body = json.loads(text, parse_constant=_refuse_constant)
     except ValueError as exc:
         raise BatchRefused(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BatchRefused("body is nested too deeply to be an event batch") from None
     if not isinstance(body, dict):
         raise BatchRefused("body must be a JSON object with 'worker_id' and 'events'")
     worker_id = body.get("worker_id")
@@ -244,6 +288,8 @@ def validate_events(items: Sequence[Any]) -> tuple[list[tuple[int, Event]], list
         if not isinstance(item, dict):
             rejected.append(Rejection(index, None, "an event must be a JSON object"))
             continue
+        # Most serializers write null for an unset optional field: null means absent.
+        item = {key: value for key, value in item.items() if value is not None}
         raw_id = item.get("id")
         echo_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= MAX_ID_CHARS else None
         event_type = item.get("type")
@@ -276,63 +322,114 @@ def validate_events(items: Sequence[Any]) -> tuple[list[tuple[int, Event]], list
 # ---------------------------------------------------------------------------------------------
 
 
+# What a run's totals may reach: the columns' limits (runs.models.Run).
+_TOTAL_LIMITS = Totals(
+    model_calls=MAX_COUNT,
+    model_spend_usd=Decimal("99999999.999999"),
+    input_tokens=MAX_BIGINT,
+    output_tokens=MAX_BIGINT,
+    tool_calls=MAX_COUNT,
+    tool_attempts=MAX_COUNT,
+    tool_failures=MAX_COUNT,
+)
+
+
 @dataclass(slots=True)
 class _RunRef:
     """A run this batch touches: loaded from the database or started by this batch."""
 
     run_id: str
     pk: int | None
-    worker_pk: int
-    worker_name: str
     started_at: datetime
     finished: bool
+    stored: Totals = field(default_factory=Totals)  # what the database holds already
     started_by: RunStartedEvent | None = None
     finished_by: RunFinishedEvent | None = None
-    totals: Totals = field(default_factory=Totals)
+    totals: Totals = field(default_factory=Totals)  # what this batch adds
+
+    def overflow(self, delta: Totals) -> str | None:
+        """The first total that ``delta`` would push past its column's limit, if any."""
+        for name in TOTAL_FIELDS:
+            if getattr(delta, name) and (
+                getattr(self.stored, name) + getattr(self.totals, name) + getattr(delta, name)
+                > getattr(_TOTAL_LIMITS, name)
+            ):
+                return name
+        return None
 
 
 @dataclass(slots=True)
 class _Plan:
+    worker_pk: int
     runs: dict[str, _RunRef]
     rejected: list[Rejection]
     writes: Writes
     fleet_calls: list[AcceptedToolCall]
 
 
+class TokenMismatch(BatchRefused):
+    """A token bound to one worker sent a batch for another (403)."""
+
+    def __init__(self, bound: str, sent: str) -> None:
+        super().__init__(f"this token is bound to worker {bound!r}, not {sent!r}", status=403)
+
+
+def check_bound_worker(*, token: AgentToken | None, worker_id: str) -> None:
+    """Raise ``TokenMismatch`` if ``token`` is bound to another worker id."""
+    if token is not None and token.worker_id and token.worker_id != worker_id:
+        raise TokenMismatch(token.worker_id, worker_id)
+
+
 def ingest_batch(
     *,
     worker_id: str,
     events: Sequence[Any],
+    token: AgentToken | None = None,
     dropped: DropReport | None = None,
     now: datetime | None = None,
 ) -> IngestResult:
-    """Apply a batch from one worker: every valid, new event once; report the rest."""
+    """Apply a batch from one worker: every valid, new event once; report the rest.
+
+    ``token`` is the agent token the batch came with (None only for callers inside the control
+    plane): event ids and run ids are scoped by token and worker id. The database commits first;
+    the fleet breaker in Redis is updated after the commit, so it never counts an event whose
+    rows were rolled back.
+    """
+    check_bound_worker(token=token, worker_id=worker_id)
     now = now or timezone.now()
     valid, rejected = validate_events(events)
+    # Fail before writing anything while the fleet store is unreachable (503, resend later).
+    if any(isinstance(event, ToolCallEvent) for _, event in valid):
+        fleet_ready()
     claim_ids = [event.id for _, event in valid]
     if dropped is not None:
         claim_ids.append(dropped.report_id)
     writer = batch_writer()
     try:
-        with transaction.atomic():
+        # Durable: this is the outermost transaction, so the fleet update that follows it comes
+        # after a real commit (tests' per-test transactions excepted).
+        with transaction.atomic(durable=True):
             claim = writer.claim(
+                token_key=token.pk if token is not None else 0,
                 worker_id=worker_id,
                 now=now,
                 # Sorted, so two batches that share ids lock ledger rows in the same order.
                 event_ids=sorted(claim_ids),
                 run_ids=sorted({e.run_id for _, e in valid if e.run_id is not None}),
-                lock_timeout_ms=int(getattr(settings, "INGEST_LOCK_TIMEOUT_MS", 5000)),
-                statement_timeout_ms=int(getattr(settings, "INGEST_STATEMENT_TIMEOUT_MS", 15000)),
+                lock_timeout_ms=settings.INGEST_LOCK_TIMEOUT_MS,
+                statement_timeout_ms=settings.INGEST_STATEMENT_TIMEOUT_MS,
             )
             fresh = [(index, event) for index, event in valid if event.id in claim.new_event_ids]
-            plan = _plan(fresh, claim=claim, worker_id=worker_id)
+            plan = _plan(
+                fresh, claim=claim, worker_id=fleet_identity(worker_id=worker_id, token=token)
+            )
             if dropped is not None and dropped.report_id in claim.new_event_ids:
                 plan.writes.dropped_events = dropped.count
             rejected.extend(plan.rejected)
-            apply_fleet_outcomes(tool_calls=plan.fleet_calls)
             writer.write(plan.writes, worker_pk=claim.worker_pk)
     except WriteConflict as exc:
         raise IngestConflict(str(exc)) from exc
+    apply_fleet_outcomes(tool_calls=plan.fleet_calls)
     rejected.sort(key=lambda r: r.index)
     return IngestResult(
         accepted=len(fresh) - len(plan.rejected),
@@ -342,17 +439,23 @@ def ingest_batch(
     )
 
 
+def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
+    """Who an outcome (or a trial lease) counts for in the fleet's quorum: the worker id, or
+    with ``FLEET_QUORUM = "tokens"`` the token (docs/decisions.md, trust model)."""
+    if token is not None and settings.FLEET_QUORUM == "tokens":
+        return f"token:{token.pk}"
+    return worker_id
+
+
 def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _Plan:
-    """Resolve each new event's run, reject those that name an unknown or foreign run, and turn
-    the rest into rows and run totals."""
-    worker_pk = claim.worker_pk
+    """Resolve each new event's run, reject those that name an unknown run or would overflow
+    its totals, and turn the rest into rows and run totals."""
     runs = {
-        run.run_id: _RunRef(
-            run.run_id, run.pk, run.worker_pk, run.worker_name, run.started_at, run.finished
-        )
+        run.run_id: _RunRef(run.run_id, run.pk, run.started_at, run.finished, stored=run.totals)
         for run in claim.runs.values()
     }
-    plan = _Plan(runs=runs, rejected=[], writes=Writes(), fleet_calls=[])
+    plan = _Plan(worker_pk=claim.worker_pk, runs=runs, rejected=[], writes=Writes(), fleet_calls=[])
+    plan.writes.known_run_pks = {run.run_id: run.pk for run in claim.runs.values()}
 
     # Runs first, so that the other events of a run may come before its run.started in a batch.
     for index, event in fresh:
@@ -363,20 +466,20 @@ def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _P
                 Rejection(index, event.id, f"run {event.run_id!r} was already started")
             )
             continue
-        runs[event.run_id] = _RunRef(
-            event.run_id, None, worker_pk, worker_id, event.ts, False, started_by=event
-        )
+        runs[event.run_id] = _RunRef(event.run_id, None, event.ts, False, started_by=event)
 
     for index, event in fresh:
         if isinstance(event, RunStartedEvent):
             continue
         ref = runs.get(event.run_id) if event.run_id is not None else None
         if event.run_id is not None:
-            reason = _refuse_reference(ref, event, worker_pk=worker_pk, worker_id=worker_id)
+            reason = _refuse_reference(ref, event)
             if reason is not None:
                 plan.rejected.append(Rejection(index, event.id, reason))
                 continue
-        _add(ref, event, plan, worker_id=worker_id)
+        reason = _add(ref, event, plan, worker_id=worker_id)
+        if reason is not None:
+            plan.rejected.append(Rejection(index, event.id, reason))
 
     # Events rejected after their id was claimed leave no trace, so a fixed resend is applied.
     plan.writes.release_event_ids = [r.event_id for r in plan.rejected if r.event_id]
@@ -394,49 +497,53 @@ def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _P
     return plan
 
 
-def _refuse_reference(
-    ref: _RunRef | None, event: Event, *, worker_pk: int, worker_id: str
-) -> str | None:
+def _refuse_reference(ref: _RunRef | None, event: Event) -> str | None:
     run_id = event.run_id
     if ref is None:
-        return f"unknown run_id {run_id!r}: send its run.started first (earlier or in this batch)"
-    if ref.worker_pk != worker_pk:
-        # A run lives in one agent process; another worker naming it is a client bug (or a
-        # run id collision) and must not change that run or count towards the fleet breaker.
-        return f"run {run_id!r} belongs to worker {ref.worker_name!r}, not {worker_id!r}"
+        # Run ids are this worker's own: another worker's run of the same id is not this one.
+        return (
+            f"unknown run_id {run_id!r} for this worker: send its run.started first "
+            "(earlier or in this batch)"
+        )
     if isinstance(event, RunFinishedEvent) and ref.finished:
         return f"run {run_id!r} has already finished"
     return None
 
 
-def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> None:
-    """Count an accepted event towards its run and queue its row."""
+def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> str | None:
+    """Count an accepted event towards its run and queue its row; or say why it cannot be."""
     writes = plan.writes
     if isinstance(event, BreakerTransitionEvent):
         writes.transitions.append(
             (event.id, event.run_id, event.ts, event.scope, event.tool, event.state, event.reason)
         )
-        return
+        return None
     assert ref is not None  # every other event type names a run, checked above
-    totals = ref.totals
     if isinstance(event, RunFinishedEvent):
         ref.finished = True
         ref.finished_by = event
     elif isinstance(event, ModelCallEvent):
         cost = _usd(event.cost_usd)
-        totals.model_calls += 1
-        totals.model_spend_usd += cost
-        totals.input_tokens += event.input_tokens
-        totals.output_tokens += event.output_tokens
+        delta = Totals(
+            model_calls=1,
+            model_spend_usd=cost,
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
+        )
+        if (full := ref.overflow(delta)) is not None:
+            return _overflow_reason(ref, full)
+        _accumulate(ref.totals, delta)
         writes.model_calls.append((
             event.id, ref.run_id, event.ts, event.step, event.model, event.input_tokens,
             event.output_tokens, cost, event.duration_ms,
         ))  # fmt: skip
     elif isinstance(event, ToolCallEvent):
         attempts = _attempts(event)
-        totals.tool_calls += 1
-        totals.tool_attempts += attempts
-        totals.tool_failures += event.outcome in _FAILED_OUTCOMES
+        failed = int(event.outcome in _FAILED_OUTCOMES)
+        delta = Totals(tool_calls=1, tool_attempts=attempts, tool_failures=failed)
+        if (full := ref.overflow(delta)) is not None:
+            return _overflow_reason(ref, full)
+        _accumulate(ref.totals, delta)
         writes.tool_calls.append((
             event.id, ref.run_id, event.ts, event.step, event.tool, event.outcome, attempts,
             event.duration_ms, event.error,
@@ -452,8 +559,20 @@ def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> N
                 attempts=attempts,
                 error=event.error,
                 trial=event.trial,
+                dedupe_id=ledger_key(plan.worker_pk, event.id),
             )
         )
+    return None
+
+
+def _accumulate(totals: Totals, delta: Totals) -> None:
+    for name in TOTAL_FIELDS:
+        setattr(totals, name, getattr(totals, name) + getattr(delta, name))
+
+
+def _overflow_reason(ref: _RunRef, total: str) -> str:
+    limit = getattr(_TOTAL_LIMITS, total)
+    return f"run {ref.run_id!r} would exceed the limit of its {total} ({limit}); start a new run"
 
 
 def _usd(cost: float) -> Decimal:

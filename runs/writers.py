@@ -59,17 +59,25 @@ class WriteConflict(Exception):
 class KnownRun:
     pk: int
     run_id: str
-    worker_pk: int
-    worker_name: str
     started_at: datetime
     finished: bool
+    totals: Totals
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     worker_pk: int
     new_event_ids: set[str]
-    runs: dict[str, KnownRun]
+    runs: dict[str, KnownRun]  # this worker's runs named by the batch
+
+
+def ledger_key(worker_pk: int, event_id: str) -> str:
+    """Event ids are unique per worker (per token and worker id), so the ledger keys them so."""
+    return f"{worker_pk}:{event_id}"
+
+
+def _event_id_of(key: str) -> str:
+    return key.partition(":")[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +153,14 @@ class Writes:
     model_calls: list[ModelCallRow] = field(default_factory=list)
     transitions: list[TransitionRow] = field(default_factory=list)
     dropped_events: int = 0  # reported by the client, added to the worker's count
+    known_run_pks: dict[str, int] = field(default_factory=dict)  # run_id -> pk, from the claim
 
 
 class BatchWriter(Protocol):
     def claim(
         self,
         *,
+        token_key: int,
         worker_id: str,
         now: datetime,
         event_ids: Sequence[str],
@@ -184,6 +194,7 @@ class OrmWriter:
     def claim(
         self,
         *,
+        token_key: int,
         worker_id: str,
         now: datetime,
         event_ids: Sequence[str],
@@ -194,10 +205,10 @@ class OrmWriter:
         stamp = connection.ops.adapt_datetimefield_value(now)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {_table(Worker)} (worker_id, first_seen_at, last_seen_at)"
-                " VALUES (%s, %s, %s) ON CONFLICT (worker_id)"
+                f"INSERT INTO {_table(Worker)} (token_key, worker_id, first_seen_at, last_seen_at)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (token_key, worker_id)"
                 " DO UPDATE SET last_seen_at = excluded.last_seen_at RETURNING id",
-                [worker_id, stamp, stamp],
+                [token_key, worker_id, stamp, stamp],
             )
             worker_pk = int(cursor.fetchone()[0])
             new_ids: set[str] = set()
@@ -205,33 +216,36 @@ class OrmWriter:
                 values = ", ".join(["(%s, %s, %s)"] * len(chunk))
                 params: list[Any] = []
                 for event_id in chunk:
-                    params += (event_id, worker_pk, stamp)
+                    params += (ledger_key(worker_pk, event_id), worker_pk, stamp)
                 cursor.execute(
                     f"INSERT INTO {_table(IngestedEvent)} (event_id, worker_id, received_at)"
                     f" VALUES {values} ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
                     params,
                 )
-                new_ids.update(row[0] for row in cursor.fetchall())
-        rows = Run.objects.filter(run_id__in=run_ids).values_list(
-            "pk", "run_id", "worker_id", "worker__worker_id", "started_at", "finished_at"
+                new_ids.update(_event_id_of(row[0]) for row in cursor.fetchall())
+        rows = Run.objects.filter(worker_id=worker_pk, run_id__in=run_ids).values_list(
+            "pk", "run_id", "started_at", "finished_at", *TOTAL_FIELDS
         )
         runs = {
-            run_id: KnownRun(pk, run_id, w_pk, w_name, started, finished is not None)
-            for pk, run_id, w_pk, w_name, started, finished in rows
+            run_id: KnownRun(pk, run_id, started, finished is not None, Totals(*totals))
+            for pk, run_id, started, finished, *totals in rows
         }
         return Claim(worker_pk=worker_pk, new_event_ids=new_ids, runs=runs)
 
     def write(self, writes: Writes, *, worker_pk: int) -> None:
         if writes.release_event_ids:
-            IngestedEvent.objects.filter(event_id__in=writes.release_event_ids).delete()
+            keys = [ledger_key(worker_pk, event_id) for event_id in writes.release_event_ids]
+            IngestedEvent.objects.filter(event_id__in=keys).delete()
         if writes.dropped_events:
             Worker.objects.filter(pk=worker_pk).update(
                 dropped_events=F("dropped_events") + writes.dropped_events
             )
-        pks = self._create_runs(writes.new_runs, worker_pk=worker_pk)
+        # Every run a row may name: the known runs (also those whose totals did not change, as
+        # for a batch holding only a removal) and the ones this batch starts.
+        pks = dict(writes.known_run_pks)
+        pks.update(self._create_runs(writes.new_runs, worker_pk=worker_pk))
         for update in sorted(writes.run_updates, key=lambda u: u.pk):
             self._update_run(update)
-            pks[update.run_id] = update.pk
         _bulk_create(ToolCall, TOOL_CALL_FIELDS, writes.tool_calls, pks, worker_id=worker_pk)
         _bulk_create(ModelCall, MODEL_CALL_FIELDS, writes.model_calls, pks)
         _bulk_create(
@@ -354,18 +368,22 @@ _TRANSITION_COLUMNS: Columns = (
 )  # fmt: skip
 
 _PG_TOUCH_WORKER = """
-INSERT INTO runs_worker (worker_id, first_seen_at, last_seen_at) VALUES (%s, %s, %s)
-ON CONFLICT (worker_id) DO UPDATE SET last_seen_at = excluded.last_seen_at RETURNING id"""
+INSERT INTO runs_worker (token_key, worker_id, first_seen_at, last_seen_at) VALUES (%s, %s, %s, %s)
+ON CONFLICT (token_key, worker_id) DO UPDATE SET last_seen_at = excluded.last_seen_at
+RETURNING id"""
 
-_PG_CLAIM = """
+_PG_WORKER_PK = "(SELECT id FROM runs_worker WHERE token_key = %s AND worker_id = %s)"
+
+# Ledger keys are "<worker pk>:<event id>" (see ledger_key).
+_PG_CLAIM = f"""
 INSERT INTO runs_ingestedevent (event_id, worker_id, received_at)
-SELECT event_id, (SELECT id FROM runs_worker WHERE worker_id = %s), %s
-FROM jsonb_array_elements_text(%s::jsonb) AS event_id
+SELECT w.id::text || ':' || event_id, w.id, %s
+FROM jsonb_array_elements_text(%s::jsonb) AS event_id, {_PG_WORKER_PK} AS w(id)
 ON CONFLICT (event_id) DO NOTHING RETURNING event_id"""
 
-_PG_LOAD_RUNS = """
-SELECT r.id, r.run_id, r.worker_id, w.worker_id, r.started_at, r.finished_at IS NOT NULL
-FROM runs_run r JOIN runs_worker w ON w.id = r.worker_id WHERE r.run_id = ANY(%s::text[])"""
+_PG_LOAD_RUNS = f"""
+SELECT id, run_id, started_at, finished_at IS NOT NULL, {", ".join(TOTAL_FIELDS)}
+FROM runs_run WHERE worker_id = {_PG_WORKER_PK} AND run_id = ANY(%s::text[])"""
 
 _PG_RELEASE = "DELETE FROM runs_ingestedevent WHERE event_id = ANY(%s::text[])"
 
@@ -380,7 +398,7 @@ SELECT u.run_id, u.agent, %s, u.step_budget, u.started_at, u.model_calls, u.mode
     coalesce(u.status, 'running'), coalesce(u.degraded, false), u.steps, u.finished_at,
     u.duration_ms
 FROM {_rows_from("%s", _NEW_RUN_COLUMNS)}
-ON CONFLICT (run_id) DO NOTHING"""
+ON CONFLICT (worker_id, run_id) DO NOTHING"""
 
 # A finishing update only applies to a run that is not finished yet; the caller compares the
 # row count with what it sent to see whether a concurrent batch finished the run first.
@@ -404,26 +422,26 @@ WHERE r.id = u.id AND (u.finished_at IS NULL OR r.finished_at IS NULL)"""
 # Children find their run by run_id, one index lookup each (a join would be planned for the
 # function scan's default estimate of 100 rows and could scan the whole runs table). A run that
 # is not there gives NULL, which the NOT NULL run column refuses: the batch is rolled back.
-_RUN_PK = "(SELECT id FROM runs_run WHERE run_id = u.run_key)"
+_RUN_PK = "(SELECT id FROM runs_run WHERE worker_id = %(worker)s AND run_id = u.run_key)"
 
 _PG_INSERT_TOOL_CALLS = f"""
 INSERT INTO runs_toolcall (event_id, run_id, worker_id, ts, step, tool, outcome, attempts,
     duration_ms, error)
-SELECT u.event_id, {_RUN_PK}, %s, u.ts, u.step, u.tool, u.outcome, u.attempts, u.duration_ms,
-    u.error
-FROM {_rows_from("%s", _TOOL_CALL_COLUMNS)}"""
+SELECT u.event_id, {_RUN_PK}, %(worker)s, u.ts, u.step, u.tool, u.outcome, u.attempts,
+    u.duration_ms, u.error
+FROM {_rows_from("%(rows)s", _TOOL_CALL_COLUMNS)}"""
 
 _PG_INSERT_MODEL_CALLS = f"""
 INSERT INTO runs_modelcall (event_id, run_id, ts, step, model, input_tokens, output_tokens,
     cost_usd, duration_ms)
 SELECT u.event_id, {_RUN_PK}, u.ts, u.step, u.model, u.input_tokens, u.output_tokens,
     u.cost_usd, u.duration_ms
-FROM {_rows_from("%s", _MODEL_CALL_COLUMNS)}"""
+FROM {_rows_from("%(rows)s", _MODEL_CALL_COLUMNS)}"""
 
 _PG_INSERT_TRANSITIONS = f"""
 INSERT INTO runs_reportedtransition (event_id, run_id, worker_id, ts, scope, tool, state, reason)
-SELECT u.event_id, {_RUN_PK}, %s, u.ts, u.scope, u.tool, u.state, u.reason
-FROM {_rows_from("%s", _TRANSITION_COLUMNS)}"""
+SELECT u.event_id, {_RUN_PK}, %(worker)s, u.ts, u.scope, u.tool, u.state, u.reason
+FROM {_rows_from("%(rows)s", _TRANSITION_COLUMNS)}"""
 
 
 def _run_rows(runs: Sequence[NewRun | RunUpdate]) -> list[tuple[Any, ...]]:
@@ -455,6 +473,7 @@ class PostgresWriter:
     def claim(
         self,
         *,
+        token_key: int,
         worker_id: str,
         now: datetime,
         event_ids: Sequence[str],
@@ -472,29 +491,37 @@ class PostgresWriter:
                 [f"{lock_timeout_ms}ms", f"{statement_timeout_ms}ms"],
             )
             worker = psycopg.Cursor(raw)
-            worker.execute(_PG_TOUCH_WORKER, [worker_id, now, now])
+            worker.execute(_PG_TOUCH_WORKER, [token_key, worker_id, now, now])
             ledger = psycopg.Cursor(raw)
             if event_ids:
-                ledger.execute(_PG_CLAIM, [worker_id, now, _json(event_ids)])
+                ledger.execute(_PG_CLAIM, [now, _json(event_ids), token_key, worker_id])
             runs = psycopg.Cursor(raw)
             if run_ids:
-                runs.execute(_PG_LOAD_RUNS, [list(run_ids)])
+                runs.execute(_PG_LOAD_RUNS, [token_key, worker_id, list(run_ids)])
         with connection.wrap_database_errors:
             worker_row = worker.fetchone()
-            new_ids = {row[0] for row in ledger.fetchall()} if event_ids else set()
+            new_ids = {_event_id_of(row[0]) for row in ledger.fetchall()} if event_ids else set()
             known = runs.fetchall() if run_ids else []
         assert worker_row is not None
         return Claim(
             worker_pk=int(worker_row[0]),
             new_event_ids=new_ids,
-            runs={row[1]: KnownRun(*row) for row in known},
+            runs={
+                run_id: KnownRun(pk, run_id, started, finished, Totals(*totals))
+                for pk, run_id, started, finished, *totals in known
+            },
         )
 
     def write(self, writes: Writes, *, worker_pk: int) -> None:
         raw = self._raw()
         checks: list[tuple[psycopg.Cursor[Any], int, str]] = []
 
-        def execute(sql: str, params: list[Any], expect: int | None = None, what: str = "") -> None:
+        def execute(
+            sql: str,
+            params: Sequence[Any] | dict[str, Any],
+            expect: int | None = None,
+            what: str = "",
+        ) -> None:
             cursor = psycopg.Cursor(raw)
             cursor.execute(sql, params)
             if expect is not None:
@@ -502,7 +529,8 @@ class PostgresWriter:
 
         with connection.wrap_database_errors, raw.pipeline():
             if writes.release_event_ids:
-                execute(_PG_RELEASE, [writes.release_event_ids])
+                keys = [ledger_key(worker_pk, event_id) for event_id in writes.release_event_ids]
+                execute(_PG_RELEASE, [keys])
             if writes.dropped_events:
                 execute(_PG_ADD_DROPPED, [writes.dropped_events, worker_pk])
             if writes.new_runs:
@@ -521,11 +549,17 @@ class PostgresWriter:
                     "a run in this batch was finished by a concurrent batch",
                 )
             if writes.tool_calls:
-                execute(_PG_INSERT_TOOL_CALLS, [worker_pk, _json(writes.tool_calls)])
+                execute(
+                    _PG_INSERT_TOOL_CALLS, {"worker": worker_pk, "rows": _json(writes.tool_calls)}
+                )
             if writes.model_calls:
-                execute(_PG_INSERT_MODEL_CALLS, [_json(writes.model_calls)])
+                execute(
+                    _PG_INSERT_MODEL_CALLS, {"worker": worker_pk, "rows": _json(writes.model_calls)}
+                )
             if writes.transitions:
-                execute(_PG_INSERT_TRANSITIONS, [worker_pk, _json(writes.transitions)])
+                execute(
+                    _PG_INSERT_TRANSITIONS, {"worker": worker_pk, "rows": _json(writes.transitions)}
+                )
         for cursor, expected, what in checks:
             if cursor.rowcount != expected:
                 raise WriteConflict(what)

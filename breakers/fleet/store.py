@@ -94,6 +94,7 @@ class OutcomeEvent:
     worker: str
     outcome: str
     trial: bool = False  # made under a fleet trial lease (the event's ``trial`` flag)
+    dedupe_id: str = ""  # what makes the event unique fleet-wide; ``event_id`` when empty
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +267,10 @@ class FleetStore:
         tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
         return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
 
+    def ping(self) -> None:
+        """Raise ``redis.RedisError`` unless the store answers."""
+        self.client.ping()
+
     def dedupe_key(self, tool: str, event_id: str) -> str:
         return f"{self.prefix}:{{{quote(tool, safe='')}}}:seen:{event_id}"
 
@@ -290,7 +295,7 @@ class FleetStore:
         keys = []
         for event in events:
             args += [event.event_id, event.worker, event.outcome, "1" if event.trial else "0"]
-            keys.append(self.dedupe_key(tool, event.event_id))
+            keys.append(self.dedupe_key(tool, event.dedupe_id or event.event_id))
         data = self._run("apply", tool, now, *args, keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))
 

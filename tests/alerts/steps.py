@@ -32,6 +32,7 @@ class Call:
     worker_id: str
     outcome: str
     trial: bool = False  # FleetCall.trial (a half-open trial call)
+    dedupe_id: str = ""  # FleetCall.dedupe_id (event_id when empty)
     ts: datetime = NEVER_STALE  # when it happened: these tests drive time through ``now``
 
 

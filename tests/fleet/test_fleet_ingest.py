@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
-from django.db import transaction
+import redis
+from django.db import DatabaseError, connection
 from django.test import Client
 from pytest_django.fixtures import Settings
 
+from breakers.backlog import apply_fleet_backlog
 from breakers.models import FleetTransition, Incident, Tool
 from breakers.services import fleet_store
-from runs.models import Run, ToolCall
+from runs.models import FleetBacklog, Run, ToolCall
 from runs.services import ingest_batch
 from tests.fleet.conftest import Report, run_started, tool_call
 from tests.processes import free_port
@@ -77,22 +82,56 @@ def test_a_resent_batch_is_applied_once(report: Report) -> None:
     assert fleet_store().details("web_search")[0]["consec"] == "3"
 
 
-def test_a_batch_whose_transaction_rolled_back_is_counted_once_when_resent(
-    report: Report,
-) -> None:
-    # The fleet counted the batch, then its database transaction failed: the client resends
-    # it, the database applies it, and the fleet must recognise the ids it already counted.
+@contextmanager
+def tool_call_inserts_fail() -> Iterator[None]:
+    """A real fault inside the ingest transaction: the database refuses tool-call rows."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "CREATE FUNCTION refuse_row() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$BEGIN RAISE EXCEPTION 'injected fault'; END$$"
+            )
+            cursor.execute(
+                "CREATE TRIGGER refuse_tool_calls BEFORE INSERT ON runs_toolcall"
+                " FOR EACH ROW EXECUTE FUNCTION refuse_row()"
+            )
+        else:
+            cursor.execute(
+                "CREATE TRIGGER refuse_tool_calls BEFORE INSERT ON runs_toolcall"
+                " BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+            )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DROP TRIGGER refuse_tool_calls"
+                + (" ON runs_toolcall" if connection.vendor == "postgresql" else "")
+            )
+            if connection.vendor == "postgresql":
+                cursor.execute("DROP FUNCTION refuse_row()")
+
+
+def test_a_batch_whose_transaction_rolled_back_never_reaches_the_fleet(report: Report) -> None:
+    # Redis is updated only after the database commits: a batch that failed (answered 500 and
+    # never resent) must leave no trace in the fleet, not even a count; resent, it counts once.
+    report("w2", "web_search", "retryable", "retryable", "retryable")
     events = [
         run_started("r-lost"),
         *(tool_call("r-lost", "web_search", "retryable") for _ in range(2)),
     ]
-    with pytest.raises(RuntimeError), transaction.atomic():
+    with tool_call_inserts_fail(), pytest.raises(DatabaseError):
         ingest_batch(worker_id="w1", events=events)
-        raise RuntimeError("the commit failed")
-    assert fleet_store().details("web_search")[0]["consec"] == "2"
-    reply = report("w1", "web_search", events=events)
+    fields, workers, _ = fleet_store().details("web_search")
+    assert (fields["consec"], workers) == ("3", {"w2": 3})
+    assert not ToolCall.objects.filter(run__run_id="r-lost").exists()
+
+    reply = report("w1", "web_search", events=events)  # the agent resends it: 3 + 2 = 5
     assert reply["accepted"] == 3
-    assert fleet_store().details("web_search")[0]["consec"] == "2"
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
+    again = report("w1", "web_search", events=events)
+    assert (again["accepted"], again["duplicates"]) == (0, 3)
+    assert FleetTransition.objects.filter(tool__name="web_search", to_state="open").count() == 1
 
 
 def test_without_redis_a_batch_is_refused_whole_with_retry_after(
@@ -110,3 +149,29 @@ def test_without_redis_a_batch_is_refused_whole_with_retry_after(
     assert response["Retry-After"] == "2"
     assert "Redis" in response.json()["detail"]
     assert not ToolCall.objects.exists() and not Run.objects.exists()
+
+
+def test_a_fleet_store_failure_after_commit_keeps_the_rows_and_the_tick_catches_up(
+    report: Report, fleet_redis: redis.Redis
+) -> None:
+    # A real fault in Redis after the database committed: the tool's state key holds the wrong
+    # type, so the fleet script fails. The batch is answered 200 (its rows are committed, a
+    # resend could not fix anything), and the calls wait in the backlog for the tick.
+    state_key = fleet_store().tool_keys("web_search")[0]
+    fleet_redis.set(state_key, "not a hash")
+    events = [
+        run_started("r-late"),
+        *(tool_call("r-late", "web_search", "retryable") for _ in range(2)),
+    ]
+
+    reply = report("w1", "web_search", events=events)
+
+    assert reply["accepted"] == 3
+    assert ToolCall.objects.filter(run__run_id="r-late").count() == 2
+    assert FleetBacklog.objects.count() == 1
+    assert apply_fleet_backlog() == 0  # still failing: the rows wait
+    fleet_redis.delete(state_key)
+    assert apply_fleet_backlog() == 1
+    assert not FleetBacklog.objects.exists()
+    assert fleet_store().details("web_search")[0]["consec"] == "2"
+    assert apply_fleet_backlog() == 0

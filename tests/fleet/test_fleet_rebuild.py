@@ -6,14 +6,13 @@ from datetime import timedelta
 
 import pytest
 import redis
-from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from breakers.models import FleetTransition, Incident, Tool
+from breakers.fleet.store import OutcomeEvent
+from breakers.models import FleetTransition, Incident, Tool, datetime_to_ms
 from breakers.services import fleet_rebuild, fleet_store, fleet_tick
-from runs.services import ingest_batch
-from tests.fleet.conftest import Report, run_started, tool_call
+from tests.fleet.conftest import Report
 
 pytestmark = pytest.mark.django_db
 
@@ -109,17 +108,14 @@ def test_a_rebuild_never_overwrites_newer_state(
     assert fleet_store().details("web_search")[0]["auto"] == "open"
 
 
-def test_a_transition_whose_batch_rolled_back_is_recorded_by_the_tick(report: Report) -> None:
-    # Redis opened the breaker inside a batch whose transaction then failed: no row, no
-    # incident, and a rebuild would bring back "closed". Celery's tick catches up.
+def test_a_transition_redis_made_but_the_database_lacks_is_recorded_by_the_tick(
+    report: Report,
+) -> None:
+    # Redis opened the breaker, and the process died before the database recorded it: no row,
+    # no incident, and a rebuild would bring back "closed". Celery's tick catches up.
     report("w1", "web_search", "retryable", "retryable", "retryable")
-    events = [
-        run_started("r-lost"),
-        *(tool_call("r-lost", "web_search", "retryable") for _ in range(2)),
-    ]
-    with pytest.raises(RuntimeError), transaction.atomic():
-        ingest_batch(worker_id="w2", events=events)
-        raise RuntimeError("the commit failed")
+    lost = [OutcomeEvent(f"lost-{i}", "w2", "retryable") for i in range(2)]
+    fleet_store().apply("web_search", lost, now=datetime_to_ms(timezone.now()))
     assert not FleetTransition.objects.exists()
     fleet_tick(now=timezone.now())  # too early: its transaction might still be committing
     assert not FleetTransition.objects.exists()

@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 import redis
+from django.db import connection
 from django.test import Client
 
+import runs.services
 from runs.models import AgentToken
+from runs.writers import OrmWriter
 
 T0 = datetime(2026, 11, 29, 9, 12, 4, tzinfo=UTC)
 EVENTS_URL = "/api/v1/events"
@@ -85,3 +88,14 @@ def post_batch(client: Client, agent_token: str) -> PostBatch:
         return client.post(EVENTS_URL, data=data, content_type="application/json", **meta)
 
     return post
+
+
+@pytest.fixture(params=["postgres", "orm"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with each writer: the PostgreSQL fast path, and the portable ORM path (the
+    one SQLite uses) on the same database, so both are held to the same answers."""
+    if request.param == "orm":
+        monkeypatch.setattr(runs.services, "batch_writer", OrmWriter)
+    elif connection.vendor != "postgresql":
+        pytest.skip("the fast path is PostgreSQL's")
+    return str(request.param)

@@ -43,8 +43,17 @@ replies = [
                 HTTP_AUTHORIZATION="Bearer " + raw).json()
     for _ in range(3)
 ]
+# A batch holding only a removal for a known run: what every SDK run sends when a fleet breaker
+# opens mid-run (it was a KeyError in the portable writer).
+removal = [{"id": "e7", "type": "breaker.transition", "ts": ts, "run_id": "r-1",
+            "scope": "fleet", "tool": "web_search", "state": "open", "reason": "down"}]
+removal_reply = client.post(
+    "/api/v1/events", data=json.dumps({"worker_id": "w-1", "events": removal}),
+    content_type="application/json", HTTP_AUTHORIZATION="Bearer " + raw,
+)
 run = Run.objects.get()
 print(json.dumps({
+    "removal": [removal_reply.status_code, removal_reply.json().get("accepted")],
     "replies": [[r["accepted"], r["duplicates"], len(r["rejected"])] for r in replies],
     "run": [run.status, run.tool_calls, run.tool_failures, str(run.model_spend_usd),
             run.duration_ms],
@@ -70,3 +79,4 @@ def test_ingest_works_on_sqlite(tmp_path: Path, redis_client: redis.Redis) -> No
     assert result["replies"] == [[5, 0, 1], [0, 5, 1], [0, 5, 1]]
     assert result["run"] == ["completed", 1, 1, "0.250000", 2000]
     assert result["dropped"] == 3
+    assert result["removal"] == [200, 1]

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.models import AgentToken
+from runs.schemas import MAX_ID_CHARS, check_identifier
 
 
 class Command(BaseCommand):
@@ -23,16 +24,32 @@ class Command(BaseCommand):
             action="store_true",
             help="also allow fleet-wide operator actions (force open/close, release, reset)",
         )
+        parser.add_argument(
+            "--worker",
+            default="",
+            metavar="ID",
+            help="bind the token to this worker id: batches naming another worker get 403",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name = options["name"].strip()
         max_length = AgentToken._meta.get_field("name").max_length or 100
         if not name or len(name) > max_length:
             raise CommandError(f"NAME must be 1-{max_length} characters")
-        token, raw = AgentToken.issue(name=name, is_operator=options["operator"])
+        worker_id = options["worker"].strip()
+        if len(worker_id) > MAX_ID_CHARS:
+            raise CommandError(f"--worker must be at most {MAX_ID_CHARS} characters")
+        try:
+            check_identifier(worker_id)
+        except ValueError as exc:
+            raise CommandError(f"--worker {exc}") from None
+        token, raw = AgentToken.issue(
+            name=name, is_operator=options["operator"], worker_id=worker_id
+        )
         kind = "operator token" if token.is_operator else "agent token"
+        bound = f", bound to worker {worker_id!r}" if worker_id else ""
         self.stdout.write(
-            f"Created {kind} {token.name!r} (id {token.pk}, starts {token.display_prefix})."
+            f"Created {kind} {token.name!r} (id {token.pk}, starts {token.display_prefix}{bound})."
         )
         self.stdout.write("Store it now: only its hash is kept, it cannot be shown again.")
         self.stdout.write(raw)

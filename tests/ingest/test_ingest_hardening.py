@@ -1,0 +1,221 @@
+"""Inputs that once answered 500 or jammed an agent, and the trust model of workers and ids.
+
+Each test runs against both writers (PostgreSQL's fast path and the portable ORM path).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+from pytest_django.fixtures import Settings
+
+from breakers.models import FleetTransition
+from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
+from runs.schemas import MAX_COUNT
+from tests.ingest.conftest import EVENTS_URL, PostBatch, event
+
+pytestmark = pytest.mark.django_db
+
+
+def _post(client: Client, token: str, body: dict[str, object] | bytes) -> object:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return client.post(
+        EVENTS_URL, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+
+
+@pytest.mark.parametrize("scope", ["run", "worker", "fleet"])
+def test_a_batch_holding_only_a_removal_for_a_known_run_is_kept(
+    post_batch: PostBatch, writer: str, scope: str
+) -> None:
+    # What every SDK run sends when a fleet breaker opens mid-run (it was a KeyError on SQLite).
+    post_batch({"worker_id": "w-1", "events": [event("run.started")]})
+    removal = event("breaker.transition", scope=scope, state="open", reason="503")
+
+    response = post_batch({"worker_id": "w-1", "events": [removal]})
+
+    assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == 1
+    row = ReportedTransition.objects.get()
+    assert (row.scope, row.run.run_id) == (scope, "r-1")
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "9999-12-31T23:00:00-05:00",  # year 10000 in UTC
+        "0001-01-01T01:00:00+05:00",  # year 0 in UTC
+        "1969-12-31T23:59:59Z",
+        "2600-01-01T00:00:00Z",
+    ],
+)
+def test_a_timestamp_outside_the_supported_years_is_rejected_alone(
+    post_batch: PostBatch, writer: str, ts: str, client: Client
+) -> None:
+    events = [event("run.started", run_id="r-ok"), event("run.started", run_id="r-bad", ts=ts)]
+
+    body = post_batch({"worker_id": "w-1", "events": events}).json()
+
+    assert body["accepted"] == 1
+    assert [r["index"] for r in body["rejected"]] == [1]
+    assert body["rejected"][0]["reason"].startswith("ts:")
+    assert list(Run.objects.values_list("run_id", flat=True)) == ["r-ok"]
+
+
+@pytest.mark.parametrize("offset", ["+23:59", "-20:00", "+16:00"])
+def test_a_large_utc_offset_is_normalised_not_a_server_error(
+    post_batch: PostBatch, writer: str, offset: str
+) -> None:
+    events = [
+        event("run.started", ts=f"2026-11-29T12:00:00{offset}"),
+        event("tool.call", ts=f"2026-11-29T12:00:01{offset}"),
+    ]
+
+    response = post_batch({"worker_id": "w-1", "events": events})
+
+    assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == 2
+    assert ToolCall.objects.get().ts.utcoffset().total_seconds() == 0
+
+
+def test_run_totals_that_would_overflow_reject_the_event_not_the_batch(
+    post_batch: PostBatch, writer: str
+) -> None:
+    big = {"attempts": MAX_COUNT, "outcome": "retryable"}
+    post_batch({"worker_id": "w-1", "events": [event("run.started"), event("tool.call", **big)]})
+    spend = {"cost_usd": 999_999.0}
+    post_batch({"worker_id": "w-1", "events": [event("model.call", **spend) for _ in range(100)]})
+
+    events = [
+        event("tool.call", **big),  # the run's tool_attempts would pass the column's limit
+        event("model.call", **spend),  # and so would its spend
+        event("run.started", run_id="r-2"),  # a valid new run in the same batch is kept
+        event("tool.call", run_id="r-2"),
+    ]
+    response = post_batch({"worker_id": "w-1", "events": events})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["accepted"] == 2
+    assert [r["index"] for r in body["rejected"]] == [0, 1]
+    assert "tool_attempts" in body["rejected"][0]["reason"]
+    assert "model_spend_usd" in body["rejected"][1]["reason"]
+    run = Run.objects.get(run_id="r-1")
+    assert (run.tool_attempts, run.model_calls) == (MAX_COUNT, 100)
+    # The run still takes what fits.
+    again = post_batch({"worker_id": "w-1", "events": [event("tool.call", outcome="success")]})
+    assert again.json()["rejected"][0]["reason"].count("tool_attempts") == 1
+    fine = post_batch({"worker_id": "w-1", "events": [event("run.finished")]})
+    assert fine.json()["accepted"] == 1
+
+
+def test_deeply_nested_json_is_a_400(post_batch: PostBatch) -> None:
+    body = b'{"worker_id": "w-1", "events": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"
+
+    response = post_batch(body)
+
+    assert response.status_code == 400
+    assert "nested" in response.json()["detail"]
+
+
+def test_null_in_an_optional_field_means_absent(post_batch: PostBatch, writer: str) -> None:
+    events = [
+        event("run.started", step_budget=None),
+        event("tool.call", error=None, step=None, attempts=None, duration_ms=None, trial=None),
+        event("model.call", model=None, step=None, duration_ms=None),
+        event("breaker.transition", scope="worker", run_id=None, reason=None),
+        event("run.finished", steps=None, degraded=None),
+    ]
+
+    body = post_batch({"worker_id": "w-1", "events": events, "dropped": None}).json()
+
+    assert (body["accepted"], body["rejected"]) == (5, [])
+    call = ToolCall.objects.get()
+    assert (call.error, call.step, call.attempts) == ("", None, 1)  # attempts: the default
+
+
+def test_null_in_a_required_field_is_rejected_naming_the_field(post_batch: PostBatch) -> None:
+    body = post_batch({"worker_id": "w-1", "events": [event("run.started", agent=None)]}).json()
+
+    assert body["rejected"][0]["reason"] == "agent: Field required"
+
+
+# -- the trust model: tokens, workers, ids ----------------------------------------------------
+
+
+def test_event_ids_are_scoped_by_token_so_one_token_cannot_suppress_anothers_events(
+    client: Client, writer: str
+) -> None:
+    _, first = AgentToken.issue(name="team-a")
+    _, second = AgentToken.issue(name="team-b")
+    events = [event("run.started"), event("tool.call")]
+
+    one = _post(client, first, {"worker_id": "w-1", "events": events}).json()  # type: ignore[attr-defined]
+    two = _post(client, second, {"worker_id": "w-1", "events": events}).json()  # type: ignore[attr-defined]
+
+    assert (one["accepted"], two["accepted"], two["duplicates"]) == (2, 2, 0)
+    # Same worker id and run id under two tokens: two workers, two runs, nothing squatted.
+    assert Worker.objects.filter(worker_id="w-1").count() == 2
+    assert Run.objects.filter(run_id="r-1").count() == 2
+    assert ToolCall.objects.count() == 2
+
+
+def test_a_token_bound_to_a_worker_cannot_report_as_another(client: Client) -> None:
+    _, raw = AgentToken.issue(name="host-3", worker_id="research-worker-3")
+
+    wrong = _post(client, raw, {"worker_id": "made-up", "events": [event("run.started")]})
+    right = _post(client, raw, {"worker_id": "research-worker-3", "events": [event("run.started")]})
+
+    assert wrong.status_code == 403  # type: ignore[attr-defined]
+    assert "bound to worker 'research-worker-3'" in wrong.json()["detail"]  # type: ignore[attr-defined]
+    assert right.status_code == 200  # type: ignore[attr-defined]
+    assert Run.objects.get().worker.worker_id == "research-worker-3"
+
+
+def test_a_bound_token_cannot_take_the_trial_lease_for_a_made_up_worker(client: Client) -> None:
+    _, raw = AgentToken.issue(name="host-3", worker_id="research-worker-3")
+
+    response = client.post(
+        "/api/v1/tools/web_search/trial",
+        data=json.dumps({"worker_id": "made-up"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {raw}",
+    )
+
+    assert response.status_code == 403
+
+
+def _fail_five(client: Client, token: str, worker: str, run_id: str) -> object:
+    events = [
+        event("run.started", run_id=run_id),
+        *(event("tool.call", run_id=run_id) for _ in range(5)),
+    ]
+    return _post(client, token, {"worker_id": worker, "events": events})
+
+
+def test_with_a_token_quorum_one_token_cannot_open_a_tool_with_made_up_workers(
+    client: Client, settings: Settings
+) -> None:
+    settings.FLEET_QUORUM = "tokens"
+    _, forger = AgentToken.issue(name="one-host")
+
+    _fail_five(client, forger, "fake-1", "r-a")
+    reply = _fail_five(client, forger, "fake-2", "r-b").json()  # type: ignore[attr-defined]
+
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "closed"
+    _, other = AgentToken.issue(name="second-host")
+    reply = _fail_five(client, other, "w-2", "r-c").json()  # type: ignore[attr-defined]
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
+    cause = FleetTransition.objects.get(tool__name="web_search", to_state="open").cause
+    assert set(cause["workers"]) == {f"token:{t.pk}" for t in AgentToken.objects.all()}
+
+
+def test_with_the_default_quorum_one_shared_token_still_opens_from_two_workers(
+    client: Client, agent_token: str
+) -> None:
+    _fail_five(client, agent_token, "w-1", "r-a")
+    reply = _fail_five(client, agent_token, "w-2", "r-b").json()  # type: ignore[attr-defined]
+
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "open"

@@ -70,7 +70,53 @@ def push_vs_poll(push: Mapping[str, Any], poll: Mapping[str, Any]) -> str:
     )
 
 
+def markdown_table(report: Mapping[str, Any]) -> str:
+    """One replay's per-mode figures as the Markdown table the docs quote."""
+    modes = _by_mode(report)
+    none = modes.get("none", {})
+    lines = [
+        "| mode | runs | model calls | model spend | vs none | mean run s | faster than none "
+        "| p95 run s | `web_search` calls at the failing vendor | HTTP attempts (all) "
+        "| degraded runs | recovery lag s | clock paused (real s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in report["modes"]:
+        share = m["model_spend_usd"] / none["model_spend_usd"] if none else 0.0
+        faster = none["mean_run_duration_s"] / m["mean_run_duration_s"] if none else 0.0
+        lag = "-" if m.get("recovery_lag_s") is None else f"{m['recovery_lag_s']:.0f}"
+        lines.append(
+            f"| {m['mode']} | {m['runs']} | {m['model_calls']:,} | ${m['model_spend_usd']:,.2f} "
+            f"| {share:.1%} | {m['mean_run_duration_s']:.1f} | {faster:.1f}x "
+            f"| {m['p95_run_duration_s']:.1f} | {m['web_search_calls']:,} | {m['http_attempts']:,} "
+            f"| {m['degraded_runs']} | {lag} | {m.get('paused_real_s', 0):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def sensitivity_table(report: Mapping[str, Any]) -> str:
+    """Worker and fleet spend, re-priced for 1, 2 and 5 wrap-up steps, as shares of none."""
+    modes = _by_mode(report)
+    none = modes["none"]["model_spend_usd"]
+    steps = sorted(modes["fleet"]["spend_by_wrap_up_steps"], key=int)
+    head = " | ".join(f"{n} wrap-up step{'s' if n != '1' else ''}" for n in steps)
+    lines = [f"| mode | {head} |", "|---|" + "---:|" * len(steps)]
+    for mode in ("worker", "fleet"):
+        cells = " | ".join(
+            f"${modes[mode]['spend_by_wrap_up_steps'][n]:,.2f} "
+            f"({modes[mode]['spend_by_wrap_up_steps'][n] / none:.1%})"
+            for n in steps
+        )
+        lines.append(f"| {mode} | {cells} |")
+    floors = modes["fleet"]["floor_spend_by_wrap_up_steps"]
+    lines.append("| floor | " + " | ".join(f"{floors[n] / none:.1%}" for n in steps) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--markdown"] and len(argv) == 2:
+        report = json.loads(Path(argv[1]).read_text())
+        print(markdown_table(report) + "\n\n" + sensitivity_table(report))
+        return 0
     if argv[:1] == ["--push-vs-poll"] and len(argv) == 3:
         push, poll = (json.loads(Path(path).read_text()) for path in argv[1:])
         print(push_vs_poll(push, poll))

@@ -42,3 +42,20 @@ def test_push_against_poll_counts_the_calls_saved() -> None:
     assert push_vs_poll(report(20.8, 35), report(22.1, 41)).startswith(
         "fleet push vs poll: 35 against 41 calls to the failing vendor (+6 saved by push)"
     )
+
+
+def test_the_docs_tables_come_from_the_replay_s_figures() -> None:
+    from runs.simulation.check import sensitivity_table
+
+    fleet = {
+        "mode": "fleet",
+        "model_spend_usd": 20.0,
+        "spend_by_wrap_up_steps": {"1": 10.0, "2": 20.0, "5": 60.0},
+        "floor_spend_by_wrap_up_steps": {"1": 9.1, "2": 19.4, "5": 57.5},
+    }
+    worker = {**fleet, "mode": "worker"}
+    table = sensitivity_table(
+        {"modes": [{"mode": "none", "model_spend_usd": 400.0}, worker, fleet]}
+    )
+    assert "| fleet | $10.00 (2.5%) | $20.00 (5.0%) | $60.00 (15.0%) |" in table
+    assert table.endswith("| floor | 2.3% | 4.9% | 14.4% |")

@@ -58,4 +58,4 @@ def test_the_docs_tables_come_from_the_replay_s_figures() -> None:
         {"modes": [{"mode": "none", "model_spend_usd": 400.0}, worker, fleet]}
     )
     assert "| fleet | $10.00 (2.5%) | $20.00 (5.0%) | $60.00 (15.0%) |" in table
-    assert table.endswith("| floor | 2.3% | 4.9% | 14.4% |")
+    assert table.endswith("| floor | 2.3% | 4.8% | 14.4% |")

@@ -61,6 +61,9 @@ BOTH = frozenset({SEARCH, READ})
 # plane (about two flushes' worth at 60x), and below which it runs again.
 BACKLOG_HIGH = 40
 BACKLOG_LOW = 10
+# The story assumes a control plane that answers a batch within this many simulated seconds
+# (one flush); while one takes longer, the replay's clock waits for it.
+ANSWER_WITHIN_SIM_S = 5.0
 # The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
 WRAP_UP_SENSITIVITY = (1, 2, 5)
 SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
@@ -203,12 +206,20 @@ class _SimClock:
 
 
 class _Governor:
-    """Pauses the replay's clock while any agent worker has more undelivered events than it
-    sends in about one flush, and resumes it once they are delivered (docs/decisions.md)."""
+    """Pauses the replay's clock while the control plane is behind the agents: a worker's batch
+    unanswered for longer than ``lag_s`` (real seconds), or more than ``high`` events waiting;
+    resumes once every batch is answered and at most ``low`` events wait (docs/decisions.md).
 
-    def __init__(self, clock: _SimClock, planes: list[ControlPlane], *, high: int, low: int):
-        self.clock, self.planes, self.high, self.low = clock, planes, high, low
+    It reads the SDK sender's in-flight count and acknowledged-batch counter: a replay of the
+    product, in the product's repository, may look at its own client's internals.
+    """
+
+    def __init__(
+        self, clock: _SimClock, planes: list[ControlPlane], *, high: int, low: int, lag_s: float
+    ):
+        self.clock, self.planes, self.high, self.low, self.lag_s = clock, planes, high, low, lag_s
         self.pauses = 0
+        self._since: dict[int, tuple[int, float]] = {}  # plane -> (acknowledged, in flight since)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="replay-governor", daemon=True)
 
@@ -221,15 +232,31 @@ class _Governor:
         self._thread.join(timeout=5)
         self.clock.resume()
 
+    def _oldest_unanswered(self, now: float) -> float:
+        """Real seconds the oldest unanswered batch of any worker has been in flight."""
+        oldest = 0.0
+        for index, plane in enumerate(self.planes):
+            acknowledged = plane.stats.sent_batches
+            if not plane._in_flight:
+                self._since.pop(index, None)
+                continue
+            seen = self._since.get(index)
+            if seen is None or seen[0] != acknowledged:
+                self._since[index] = seen = (acknowledged, now)
+            oldest = max(oldest, now - seen[1])
+        return oldest
+
     def _run(self) -> None:
         paused = False
         while not self._stop.wait(0.005):
+            now = time.monotonic()
             backlog = max(plane.pending() for plane in self.planes)
-            if not paused and backlog > self.high:
+            behind = self._oldest_unanswered(now) > self.lag_s or backlog > self.high
+            if not paused and behind:
                 self.clock.pause()
                 self.pauses += 1
                 paused = True
-            elif paused and backlog <= self.low:
+            elif paused and not any(p._in_flight for p in self.planes) and backlog <= self.low:
                 self.clock.resume()
                 paused = False
 
@@ -319,7 +346,12 @@ def replay_mode(
             ("outage_end", scenario.outage_end_s),
         )
     ]
-    with _Governor(clock, planes, high=BACKLOG_HIGH, low=BACKLOG_LOW) as governor:
+    # Only the fleet breaker's figures depend on how fast the control plane answers: the other
+    # modes decide in the agent process and run at full speed whatever the server does.
+    governed = "fleet" in SCOPES_BY_MODE[mode]
+    lag_s = ANSWER_WITHIN_SIM_S / speed if governed else float("inf")
+    high = BACKLOG_HIGH if governed else 2**62
+    with _Governor(clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s) as governor:
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -56,6 +56,8 @@ from dashboard.http import HtmxHttpRequest, render_page
 from dashboard.incidents import IncidentFilters, incident_page, incidents_page
 from dashboard.permissions import is_operator, operator_required
 from dashboard.queries import AuditFilters, RunFilters, audit_page, run_timeline, runs_page
+from dashboard.replay_banner import playing_replay
+from dashboard.replay_findings import incident_findings, replay_findings
 from dashboard.tool_page import tool_page
 from runs.models import Run
 
@@ -94,6 +96,7 @@ def board(request: HtmxHttpRequest) -> HttpResponse:
             "poll_headers": json.dumps({"If-None-Match": etag}),
             "worker_live_minutes": round(WORKER_LIVE_WINDOW.total_seconds() / 60),
             "active_run_hours": round(ACTIVE_RUN_WINDOW.total_seconds() / 3600),
+            "replay": playing_replay(),
         }
         response = render_page(request, "dashboard/board.html", context, partial="board-live")
         response.status_code = 200 if valid else 400
@@ -264,8 +267,16 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "nav": "incidents",
         "page": page,
         "charts": incident_charts(incident=incident, now=page.end),
+        "findings": incident_findings(during=page.comparison.during, before=page.comparison.before),
     }
     return render_page(request, "dashboard/incident_detail.html", context)
+
+
+@require_GET
+def replay_banner(request: HtmxHttpRequest) -> HttpResponse:
+    """The board's "a replay is playing" banner, polled on its own (empty when none is)."""
+    context = {"replay": playing_replay()}
+    return render_page(request, "dashboard/_replay_banner.html", context)
 
 
 @require_GET
@@ -281,7 +292,9 @@ def outages(request: HtmxHttpRequest) -> HttpResponse:
         page = outages_page(batch_key=int(raw) if raw else None)
     except LookupError as exc:
         raise Http404(str(exc)) from exc
-    return render_page(request, "dashboard/outages.html", {"nav": "outages", "page": page})
+    findings = replay_findings(page.comparison) if page.comparison else None
+    context = {"nav": "outages", "page": page, "findings": findings}
+    return render_page(request, "dashboard/outages.html", context)
 
 
 @require_GET

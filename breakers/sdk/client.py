@@ -18,7 +18,9 @@ event ids, so the control plane applies it exactly once whatever happened to the
 long as it takes; a batch the server keeps failing with another 5xx is bisected down to the
 event it cannot take, and only that event is dropped (once an empty batch shows the server is
 up), so one bad event never blocks the rest. ``flush()`` and ``close()`` keep to their timeout.
-A second thread polls ``GET /api/v1/fleet`` with ``If-None-Match``; every ingest reply carries the
+A second thread long-polls ``GET /api/v1/fleet?wait=N`` with ``If-None-Match`` (the server
+answers when the fleet changes; one request open per plane), and falls back to polling every
+``fleet_poll_interval`` when the server does not hold the request; every ingest reply carries the
 fleet state too. When the buffer is full, new events are dropped (the oldest are kept: they
 include the ``run.started`` later events refer to), counted, and the count is reported with the
 next batch that gets through.
@@ -41,6 +43,7 @@ Only the standard library is used, so an agent process needs nothing beyond ``br
 from __future__ import annotations
 
 import atexit
+import contextlib
 import email.utils
 import enum
 import http.client
@@ -49,6 +52,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import time
 import weakref
@@ -93,6 +97,9 @@ ALL_SCOPES: tuple[str, ...] = SCOPES
 _NEVER = 2**62
 # An HTTP Date header has whole seconds: count a lease as that much shorter than it says.
 _DATE_RESOLUTION = 1.0
+# Between two long-polls: a change meanwhile is answered at once by the next one, so this adds
+# no latency; it only keeps a misbehaving server from spinning the poll thread.
+_LONG_POLL_GAP = 0.01
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -401,6 +408,7 @@ class ControlPlane:
         max_buffer: int = 10_000,
         timeout: float = 5.0,
         fleet_poll_interval: float = 1.0,
+        fleet_wait: float = 20.0,
         trial_retry_interval: float = 5.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -432,6 +440,12 @@ class ControlPlane:
         self.max_buffer = max(self.batch_size, max_buffer)
         self.timeout = timeout
         self.fleet_poll_interval = fleet_poll_interval
+        # Long-poll: the control plane holds the fleet request open up to this long and answers
+        # as soon as the fleet changes. 0 polls every fleet_poll_interval instead, which is also
+        # what happens when the server does not say it waited (an older or a sync-worker server).
+        self.fleet_wait = max(0.0, fleet_wait)
+        self._server_waits = False  # the last fleet answer said the server long-polls
+        self._held: http.client.HTTPConnection | None = None  # the long-poll in progress
         # Another worker holds the trial lease: it is free again only when that lease lapses
         # (120 s) or its call was semantic, so asking every poll would only add load.
         self.trial_retry_interval = trial_retry_interval
@@ -533,11 +547,21 @@ class ControlPlane:
         self._stopping.set()
         with self._wake:
             self._wake.notify_all()
+        self._cut_long_poll()
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not flushed:
             logger.warning("closed with %d events not delivered", self.pending())
         return flushed
+
+    def _cut_long_poll(self) -> None:
+        """Wake the poll thread out of a held fleet request (shutdown interrupts a blocked read
+        on another thread; close alone may not), so closing never waits for the server."""
+        held = self._held
+        sock = getattr(held, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing to wake
+                sock.shutdown(socket.SHUT_RDWR)
 
     def pending(self) -> int:
         """Events buffered or in flight."""
@@ -829,10 +853,29 @@ class ControlPlane:
 
     # -- fleet polling (background thread) ---------------------------------------------------
 
+    def _fleet_wait_now(self) -> float:
+        """How long to ask the server to hold this poll: the full ``fleet_wait``, except while a
+        half-open tool may want its trial asked for (or asked again) at the polling cadence."""
+        if not self.fleet_wait:
+            return 0.0
+        may_ask = Scope.FLEET in self.scopes and bool(self._runs_in_progress)
+        if may_ask and any(s.state is State.HALF_OPEN for s in self.fleet.snapshot().values()):
+            return min(self.fleet_wait, self.fleet_poll_interval)
+        return self.fleet_wait
+
+    def next_fleet_poll_delay(self) -> float:
+        """Pause before the next poll: none after a long-poll (the server did the waiting)."""
+        return _LONG_POLL_GAP if self._server_waits else self.fleet_poll_interval
+
     def _poll_fleet(self) -> bool:
-        """One ``GET /api/v1/fleet``; False when it failed (the caller backs off)."""
+        """One ``GET /api/v1/fleet`` (a long-poll when ``fleet_wait``); False when it failed
+        (the caller backs off). One request at a time: one open connection per plane."""
         extra = {"If-None-Match": self._fleet_etag} if self._fleet_etag else {}
-        status, headers, reply = self._request("GET", "/api/v1/fleet", None, extra)
+        wait = self._fleet_wait_now()
+        path = f"/api/v1/fleet?wait={wait:g}" if wait else "/api/v1/fleet"
+        timeout = self.timeout + wait
+        status, headers, reply = self._request("GET", path, None, extra, timeout=timeout)
+        self._server_waits = bool(wait) and status in (200, 304) and "x-fleet-wait" in headers
         self.stats.fleet_polls += 1
         if status == 200 and isinstance(reply, Mapping):
             self._fleet_etag = headers.get("etag")
@@ -868,10 +911,11 @@ class ControlPlane:
 
     # -- HTTP ------------------------------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        timeout = self.timeout if timeout is None else timeout
         if self._scheme == "https":
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _request(
         self,
@@ -879,9 +923,14 @@ class ControlPlane:
         path: str,
         body: bytes | None,
         extra_headers: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        """One request on a fresh connection; status 0 for a network error. Never raises."""
-        connection = self._connection()
+        """One request on a fresh connection; status 0 for a network error. Never raises.
+        A request with its own ``timeout`` (the long-poll) can be cut short by ``close()``."""
+        connection = self._connection(timeout)
+        if timeout is not None:
+            self._held = connection
         try:
             connection.request(
                 method,
@@ -896,6 +945,8 @@ class ControlPlane:
             logger.debug("%s %s failed: %s", method, path, exc)
             return 0, {}, None
         finally:
+            if timeout is not None:
+                self._held = None
             connection.close()
         try:
             reply = json.loads(raw) if raw else None
@@ -1019,7 +1070,7 @@ def _poll_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event
             failures += 1
             plane.stats.loop_errors += 1
             logger.exception("the fleet poll failed; carrying on")
-        delay = plane.fleet_poll_interval
+        delay = plane.next_fleet_poll_delay()
         if failures:
             delay = plane._retry_delay(failures, {})
         del plane

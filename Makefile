@@ -12,7 +12,7 @@ OWN := $(BIN)/python scripts/own_services.py --
 # `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
 FUZZ_EXAMPLES ?= 100
 
-.PHONY: venv services browser test fuzz lint typecheck bench demo example clean
+.PHONY: venv services browser test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -51,8 +51,16 @@ bench: venv services
 demo: venv
 	@scripts/demo.sh
 
+# The outage replay's figures on a quiet and on a busy machine (about 6 minutes).
+replay-check: venv
+	@scripts/replay_check.sh
+
 example: venv
 	$(BIN)/python -m breakers.sdk.example
+
+# The agent SDK as its own wheel (breaker-panel-sdk, no dependencies), from the same tree.
+sdk:
+	$(PYTHON) sdk/backend.py dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

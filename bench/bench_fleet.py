@@ -16,12 +16,15 @@ round trip. The failures come from one worker, so the breaker never opens (min w
 every call takes the longest path of the script (count, worker hash, streak list, dedupe key).
 The ingest rows compare ``ingest_batch`` of one ``tool.call`` with the fleet hooks on and off.
 
-Part ``propagation``: gunicorn (2 processes) serves the control plane; two SDK ``ControlPlane``
-clients play two agent workers A and B with the default fleet poll (1 s). Per trial a fresh tool
-gets four failures from a third worker, then worker A records the fifth, which opens the fleet
-breaker; the clock runs from A's ``flush()`` (and, second row, from the acknowledgement of that
-batch: the failure accepted) until B's ``run.available()`` leaves the tool out (checked every
-millisecond). Trials start at random phases of B's poll. Goal: p99 under 1.5 s.
+Part ``propagation``: gunicorn (2 processes, gthread) serves the control plane; SDK
+``ControlPlane`` clients play agent workers: A, and ``--workers`` others (B). Per trial a fresh
+tool gets four failures from a third worker, then worker A records the fifth, which opens the
+fleet breaker; the clock runs from A's ``flush()`` (and, second row, from the acknowledgement of
+that batch: the failure accepted) until each B's ``run.available()`` leaves the tool out (checked
+every millisecond); every (trial, B) pair is one sample. Trials start at random phases of the
+poll. Run twice in the same invocation: ``push`` (long-poll on ``GET /api/v1/fleet?wait=20``, the
+SDK default) and ``poll`` (``fleet_wait=0``, the 1 s poll it falls back to), so their ratio is
+measured under the same load. Goal (issue 14): p99 under 250 ms with push and 50 workers.
 """
 
 from __future__ import annotations
@@ -271,10 +274,10 @@ def _tool_call(run_id: str, n: int) -> dict[str, Any]:
 # --- part 2: propagation -----------------------------------------------------------------------
 
 
-def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+def start_gunicorn(env: dict[str, str], port: int, threads: int = 4) -> subprocess.Popen[bytes]:
     command = [
         PYTHON, "-m", "gunicorn", "controlplane.wsgi", "--bind", f"127.0.0.1:{port}",
-        "--workers", "2", "--threads", "4", "--log-level", "warning", "--timeout", "60",
+        "--workers", "2", "--threads", str(threads), "--log-level", "warning", "--timeout", "60",
     ]  # fmt: skip
     server = subprocess.Popen(command, cwd=ROOT, env=env)
     deadline = time.monotonic() + 30
@@ -300,62 +303,71 @@ def post_events(url: str, token: str, worker: str, events: list[dict[str, Any]])
     return reply
 
 
-def measure_propagation(url: str, token: str, trials: int) -> list[str]:
+def measure_propagation(url: str, token: str, trials: int, workers: int, sync: str) -> list[str]:
     from breakers.sdk import ToolFailure
-    from breakers.sdk.client import ControlPlane  # the agents' real client, default 1 s poll
+    from breakers.sdk.client import ControlPlane  # the agents' real client
 
-    # Worker A reports the failure that opens the breaker; worker B is the other worker whose
+    wait = 20.0 if sync == "push" else 0.0
+    # Worker A reports the failure that opens the breaker; the B workers are the others whose
     # available() must drop the tool. A raw HTTP reporter supplies the first four failures from
-    # a third worker, so the opening failure is A's and B never reports anything in a trial.
-    plane_a = ControlPlane(url, token=token, worker_id="bench-a")
-    plane_b = ControlPlane(url, token=token, worker_id="bench-b")
+    # a third worker, so the opening failure is A's and no B reports anything in a trial.
+    plane_a = ControlPlane(url, token=token, worker_id=f"bench-a-{sync}", fleet_wait=wait)
+    planes_b = [
+        ControlPlane(url, token=token, worker_id=f"bench-b{i}-{sync}", fleet_wait=wait)
+        for i in range(workers)
+    ]
     run_a = plane_a.start_run(agent="bench", step_budget=20)
-    run_b = plane_b.start_run(agent="bench", step_budget=20)
-    post_events(url, token, "bench-c", [_run_started("bench-c-run")])
-    for plane in (plane_a, plane_b):
+    runs_b = [plane.start_run(agent="bench", step_budget=20) for plane in planes_b]
+    post_events(url, token, "bench-c", [_run_started(f"bench-c-run-{sync}")])
+    for plane in (plane_a, *planes_b):
         plane.flush()
     from_send, from_ack = [], []
     try:
         for trial in range(trials):
-            tool = f"prop-{trial}"
+            tool = f"prop-{sync}-{trial}"
             tools = [{"type": "function", "function": {"name": tool}}]
-            failures = [_prop_call("bench-c-run", tool, f"{trial}-{i}") for i in range(4)]
+            failures = [_prop_call(f"bench-c-run-{sync}", tool, f"{trial}-{i}") for i in range(4)]
             post_events(url, token, "bench-c", failures)
-            assert run_b.available(tools) == tools
-            time.sleep(random.uniform(0, 1.0))  # land anywhere in B's poll cycle
+            assert all(run.available(tools) == tools for run in runs_b)
+            time.sleep(random.uniform(0, 1.0))  # land anywhere in the B's poll cycles
             run_a.record_failure(tool, ToolFailure("503 from vendor", retryable=True))
             sent = time.perf_counter()
             if not plane_a.flush():
                 raise SystemExit(f"trial {trial}: worker A's failure was not acknowledged")
             acknowledged = time.perf_counter()
             deadline = sent + 10
-            while run_b.available(tools) and time.perf_counter() < deadline:
+            waiting = set(range(workers))
+            while waiting and time.perf_counter() < deadline:
+                for i in [i for i in waiting if not runs_b[i].available(tools)]:
+                    removed = time.perf_counter()
+                    from_send.append(removed - sent)
+                    from_ack.append(removed - acknowledged)
+                    waiting.discard(i)
                 time.sleep(0.001)
-            removed = time.perf_counter()
-            if run_b.available(tools):
-                raise SystemExit(f"trial {trial}: the tool was still available after 10 s")
-            from_send.append(removed - sent)
-            from_ack.append(removed - acknowledged)
-            # A removed tool stays removed for the run: B starts a fresh run for the next trial,
-            # sent at once so that no ingest reply to B (which carries the fleet state too)
-            # lands inside the next measurement: only B's poll is measured.
-            run_b = plane_b.start_run(agent="bench", step_budget=20)
-            plane_b.flush()
+            if waiting:
+                raise SystemExit(
+                    f"trial {trial}: {len(waiting)} workers still had the tool after 10 s"
+                )
+            # A removed tool stays removed for the run: each B starts a fresh run for the next
+            # trial, sent at once so that no ingest reply to a B (which carries the fleet state
+            # too) lands inside the next measurement: only the fleet sync is measured.
+            runs_b = [plane.start_run(agent="bench", step_budget=20) for plane in planes_b]
+            for plane in planes_b:
+                plane.flush()
     finally:
-        plane_a.close()
-        plane_b.close()
+        for plane in (plane_a, *planes_b):
+            plane.close()
 
     def pct(values: list[float], q: float) -> float:
         ordered = sorted(values)
         return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
 
+    samples = len(from_send)
     return [
-        "| measured from | trials | p50 ms | p99 ms | max ms |",
-        "|---|---:|---:|---:|---:|",
-        f"| worker A's `flush()` of the failure that opens the breaker | {trials} "
+        f"| {sync} | worker A's `flush()` of the opening failure | {trials} x {workers} "
         f"| {pct(from_send, 0.5):.0f} | {pct(from_send, 0.99):.0f} | {max(from_send) * 1000:.0f} |",
-        f"| the control plane's acknowledgement (accepted) | {trials} | {pct(from_ack, 0.5):.0f} "
-        f"| {pct(from_ack, 0.99):.0f} | {max(from_ack) * 1000:.0f} |",
+        f"| {sync} | the control plane's acknowledgement (accepted) | {samples} "
+        f"| {pct(from_ack, 0.5):.0f} | {pct(from_ack, 0.99):.0f} | {max(from_ack) * 1000:.0f} |",
     ]
 
 
@@ -377,7 +389,8 @@ def main() -> None:
     )
     parser.add_argument("--part", choices=["cost", "propagation", "both"], default="both")
     parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=50, help="agent workers that must see it")
     args = parser.parse_args()
 
     with scratch_database(args.database_url, args.bench_db) as db_url:
@@ -393,9 +406,20 @@ def main() -> None:
             if args.part in ("propagation", "both"):
                 token = manage(env, "create_agent_token", "bench").strip().splitlines()[-1]
                 port = _free_port()
-                server = start_gunicorn(env, port)
+                # Every worker may hold a long-poll: threads for all of them, plus ingest's.
+                held = args.workers + 1
+                server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held)}
+                server = start_gunicorn(server_env, port, threads=held + 4)
+                report += [
+                    f"{args.workers} workers (B) besides A; gunicorn 2 x {held + 4} threads\n",
+                    "| fleet sync | measured from | samples | p50 ms | p99 ms | max ms |",
+                    "|---|---|---:|---:|---:|---:|",
+                ]
                 try:
-                    report += measure_propagation(f"http://127.0.0.1:{port}", token, args.trials)
+                    for sync in ("push", "poll"):
+                        report += measure_propagation(
+                            f"http://127.0.0.1:{port}", token, args.trials, args.workers, sync
+                        )
                 finally:
                     server.terminate()
                     server.wait(30)

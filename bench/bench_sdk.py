@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 import pybreaker
 
 from breakers.sdk import (
+    ControlPlane,
     ExternalScope,
     RunBreakers,
     ScopeState,
@@ -49,6 +50,7 @@ from breakers.sdk import (
     ToolFailure,
     WorkerBreakers,
 )
+from breakers.sdk.client import Run
 
 IO_EVENT_PREFIXES = (
     "open",
@@ -114,6 +116,7 @@ def chat_tools(count: int) -> list[dict[str, Any]]:
 
 
 TOOLS = chat_tools(20)
+NAMES = [tool["function"]["name"] for tool in TOOLS]
 DOWN = ToolFailure("503 from vendor", retryable=True, attempts=5)
 PYBREAKER_OK = "pybreaker call(), succeeding function"
 PYBREAKER_FAIL = "pybreaker call(), failing function (caught)"
@@ -141,6 +144,7 @@ class Case:
     func: Callable[[], object]
     baseline: str  # the pybreaker case its ratio is taken against
     full: bool = False  # a whole step of per-call work: record_* plus available()
+    reset: Callable[[], object] | None = None  # run before each round, untimed
 
 
 def pybreaker_cases() -> list[Case]:
@@ -185,7 +189,20 @@ def sdk_cases() -> list[Case]:
     trial_run = worker.start_run(sources=[trial_fleet])
     assert len(trial_run.available(TOOLS)) == 19 and trial_run.fleet_trials() == ("tool_05",)
 
-    def step(breaker: ToolBreaker | RunBreakers) -> Callable[[], None]:
+    # What an agent really runs: a ControlPlane run, which also buffers each call's event. No
+    # server and no sender thread (as while the sender backs off); the buffer is emptied
+    # between rounds, untimed, so every timed call takes the append path, never the drop path.
+    plane = ControlPlane(
+        "http://127.0.0.1:9", token="bench", worker_id="bench", start=False, max_buffer=10**9
+    )
+    plane.update_fleet({"version": 1, "tools": {name: {"state": "closed"} for name in NAMES}})
+    tripping = plane.start_run(agent="bench")
+    for _ in range(plane.threshold):
+        tripping.record_failure("web_search", DOWN)  # the worker removes it, as in the views above
+    plane_run = plane.start_run(agent="bench")
+    assert len(plane_run.available(TOOLS)) == 19
+
+    def step(breaker: ToolBreaker | RunBreakers | Run) -> Callable[[], None]:
         def one_step() -> None:
             breaker.record_success("tool_03")
             breaker.available(TOOLS)
@@ -206,6 +223,13 @@ def sdk_cases() -> list[Case]:
         Case("run+worker view: success + available, 1 removed", step(run), PYBREAKER_OK, True),
         Case("run+worker+fleet view, same", step(fleet_run), PYBREAKER_OK, True),
         Case("run+worker+fleet view, holding a fleet trial", step(trial_run), PYBREAKER_OK),
+        Case(
+            "ControlPlane run: success + available + event, 1 removed",
+            step(plane_run),
+            PYBREAKER_OK,
+            True,
+            reset=plane._buffer.clear,
+        ),
         Case("run+worker+fleet view, a fleet tool not offered", step(other_run), PYBREAKER_OK),
         Case("raise + record_failure + available, 1 removed", failed_step, PYBREAKER_FAIL, True),
         Case("record_success alone", lambda: tripped.record_success("tool_03"), PYBREAKER_OK),
@@ -238,6 +262,8 @@ def measure(cases: list[Case], rounds: int, guard: IOGuard) -> dict[str, Timings
     }
     for _ in range(rounds):
         for name, timing in timings.items():
+            if timing.case.reset is not None:
+                timing.case.reset()
             with guard.armed_section():
                 seconds = timers[name].timeit(timing.loops)
             timing.per_op_ns.append(seconds / timing.loops * 1e9)

@@ -13,9 +13,10 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.http import parse_etags
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import AuthorizationError, HttpError
 from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
@@ -23,6 +24,7 @@ from pydantic import ConfigDict
 
 from breakers import services
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_watch import FleetWatch
 from breakers.models import (
     POLICY_BOUNDS,
     OperatorAction,
@@ -105,21 +107,54 @@ class FleetOut(FleetState):
     tools: dict[str, FleetToolOut]  # type: ignore[assignment]
 
 
+def _current_fleet_etag() -> str:
+    """The fleet's ETag from Redis alone (no database): what the long-poll watcher compares."""
+    generation, states = services.fleet_store().snapshot()
+    if generation is None:
+        return ""  # lost: wake the waiters, whose own fleet_state() rebuilds it
+    version = sum(int(fields["seq"] or 0) for fields in states.values())
+    return services.FleetView(version, generation, {}).etag
+
+
+FLEET_WATCH = FleetWatch(_current_fleet_etag)
+
+
 @router.get(
     "/fleet",
     auth=AgentAuth(),
     response={200: FleetOut, 304: None},
     summary="The fleet breaker state of every tool",
-    description="Send the last `ETag` as `If-None-Match`: 304 while nothing changed.",
+    description=(
+        "Send the last `ETag` as `If-None-Match`: 304 while nothing changed. With `wait=N` "
+        "(seconds) and a current ETag the answer is held until the fleet changes or N seconds "
+        "pass (at most `BREAKER_FLEET_WAIT_MAX_SECONDS`); the `X-Fleet-Wait` header says how "
+        "long the server was willing to wait, and its absence means: poll instead."
+    ),
 )
-def get_fleet(request: HttpRequest) -> HttpResponse:
+def get_fleet(
+    request: HttpRequest, wait: float = Query(0.0, ge=0, le=3600, allow_inf_nan=False)
+) -> HttpResponse:
     view = services.fleet_state()
+    held = min(wait, settings.BREAKER_FLEET_WAIT_MAX_SECONDS)
+    if held > 0 and view.etag in parse_etags(request.headers.get("If-None-Match", "")):
+        # A held request must not hold a database connection too (the token check used one).
+        if not connection.in_atomic_block:
+            connection.close()
+        changed = FLEET_WATCH.wait_for_change(
+            view.etag, timeout=held, max_waiters=settings.BREAKER_FLEET_MAX_WAITERS
+        )
+        if changed is None:
+            held = 0.0  # this process holds as many as it may: answer now, the agent polls
+        elif changed:
+            view = services.fleet_state()
     if view.etag in parse_etags(request.headers.get("If-None-Match", "")):
         response = HttpResponse(status=304)
     else:
         response = JsonResponse(view.as_json())
     response["ETag"] = view.etag
     response["Cache-Control"] = "no-cache"
+    if held > 0:
+        response["X-Fleet-Wait"] = f"{held:g}"
     return response
 
 

@@ -26,6 +26,7 @@ from breakers.fleet.rules import (
 )
 from breakers.fleet.store import PolicyOverrides
 from breakers.probes import probe_callable_allowed
+from breakers.sdk.vocabulary import State
 from runs.models import AgentToken, BreakerState
 
 # The last millisecond Python's datetime can hold (9999-12-31T23:59:59.999Z).
@@ -50,9 +51,9 @@ def datetime_to_ms(value: datetime | None) -> int:
 class AutoState(models.TextChoices):
     """The automatic breaker underneath any forced state."""
 
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
+    CLOSED = State.CLOSED.value
+    OPEN = State.OPEN.value
+    HALF_OPEN = State.HALF_OPEN.value
 
 
 class ForcedState(models.TextChoices):

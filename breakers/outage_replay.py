@@ -15,6 +15,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
@@ -25,7 +26,14 @@ from runs.simulation.replay import AGENT, ModeResult, RunRecord, replay_mode
 from runs.simulation.scenario import MODES, Scenario
 from runs.simulation.script import SEARCH
 
-__all__ = ("ReplayError", "check_control_plane", "replay_token", "simulate_modes")
+__all__ = (
+    "ReplayError",
+    "check_control_plane",
+    "replay_token",
+    "server_settings",
+    "server_settings_warnings",
+    "simulate_modes",
+)
 
 ACTOR_REASON = "outage replay: start each breaker mode from a closed breaker"
 
@@ -49,6 +57,45 @@ def check_control_plane(*, url: str, token: str, timeout: float = 5.0) -> None:
             f"no control plane answers at {url} ({error}); start one (make demo, or "
             "`python manage.py runserver` with a Celery worker and beat) or pass --url"
         ) from None
+
+
+# The control plane's own intervals, in real seconds at speed 1. Beat cannot usefully tick much
+# faster than 10 times a second, so the tick has a floor (6 simulated seconds at 60x).
+_SERVER_INTERVALS = {
+    "BREAKER_TICK_SECONDS": (1.0, 0.1),
+    # The trial call's event must reach the control plane while the lease lives. That takes
+    # real seconds on a busy machine however fast the story runs (and the SDK counts a lease
+    # 1 s short for the HTTP Date's whole seconds): below 10 s trials kept expiring unheard.
+    "BREAKER_TRIAL_LEASE_SECONDS": (120.0, 10.0),
+    "BREAKER_STALE_OUTCOME_SECONDS": (2.0, 0.0),
+}
+
+
+def server_settings(*, speed: float) -> dict[str, str]:
+    """The environment a control plane needs to keep time with a replay at ``speed``."""
+    return {
+        name: f"{max(floor, seconds / speed):g}"
+        for name, (seconds, floor) in _SERVER_INTERVALS.items()
+    }
+
+
+# Not a time: every replay worker may hold one fleet long-poll on the (threaded) server.
+REPLAY_SERVER_SETTINGS = {"BREAKER_FLEET_MAX_WAITERS": "64"}
+
+
+def server_settings_warnings(*, speed: float) -> list[str]:
+    """Intervals of this process's settings that do not match ``speed`` (the replay and its
+    control plane are started from the same environment by ``make demo`` and
+    ``make replay-check``; a control plane started otherwise cannot be checked from here)."""
+    warnings = []
+    for name, wanted in server_settings(speed=speed).items():
+        have = float(getattr(settings, name))
+        if not float(wanted) / 1.5 <= have <= float(wanted) * 1.5:
+            warnings.append(
+                f"{name} is {have:g} s here, {have * speed:g} simulated seconds at {speed:g}x; "
+                f"a control plane in step with this replay has {wanted} s"
+            )
+    return warnings
 
 
 @contextmanager
@@ -90,6 +137,8 @@ def simulate_modes(
     token: AgentToken,
     raw_token: str,
     on_run: Callable[[str, RunRecord], None] | None = None,
+    on_mode: Callable[[str], None] | None = None,
+    fleet_push: bool = True,
 ) -> list[dict[str, Any]]:
     """Replay each mode in turn; return one summary per mode (simulated seconds)."""
     unknown = set(modes) - set(MODES)
@@ -100,6 +149,8 @@ def simulate_modes(
     batch = f"{timezone.now():%Y%m%dT%H%M%S.%f}"
     with compressed_policy(scenario=scenario, speed=speed):
         for mode in modes:
+            if on_mode is not None:
+                on_mode(mode)
             fleet_operator_action(
                 tool_name=SEARCH, action=OperatorActionKind.RESET, reason=ACTOR_REASON, token=token
             )
@@ -112,6 +163,7 @@ def simulate_modes(
                     raw_token=raw_token,
                     batch=batch,
                     on_run=on_run,
+                    fleet_push=fleet_push,
                 )
             )
     return summaries
@@ -126,6 +178,7 @@ def _replay_one(
     raw_token: str,
     batch: str,
     on_run: Callable[[str, RunRecord], None] | None,
+    fleet_push: bool,
 ) -> dict[str, Any]:
     started = timezone.now()
     row = OutageReplay.objects.create(
@@ -135,7 +188,11 @@ def _replay_one(
         started_at=started,
         outage_started_at=started + timedelta(seconds=scenario.outage_start_s / speed),
         outage_ended_at=started + timedelta(seconds=scenario.outage_end_s / speed),
-        scenario={**json.loads(json.dumps(asdict(scenario), default=str)), "batch": batch},
+        scenario={
+            **json.loads(json.dumps(asdict(scenario), default=str)),
+            "batch": batch,
+            "fleet_sync": "push" if fleet_push else "poll",
+        },
     )
     result: ModeResult = replay_mode(
         scenario=scenario,
@@ -145,11 +202,16 @@ def _replay_one(
         speed=speed,
         worker_prefix=row.worker_prefix,
         on_run=(lambda record: on_run(mode, record)) if on_run else None,
+        fleet_push=fleet_push,
     )
     summary = result.summary(scenario)
     row.finished_at = timezone.now()
     row.summary = summary
-    row.save(update_fields=["finished_at", "summary"])
+    # Where the replay's clock paused for the control plane, the outage began and ended later
+    # than planned: the pages classify runs by these.
+    row.outage_started_at = result.wall_times.get("outage_start", row.outage_started_at)
+    row.outage_ended_at = result.wall_times.get("outage_end", row.outage_ended_at)
+    row.save(update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at"])
     return summary
 
 

@@ -211,6 +211,12 @@ BREAKER_DEDUPE_TTL_SECONDS = envfloat("BREAKER_DEDUPE_TTL_SECONDS", 3600.0)
 # and metadata addresses are refused otherwise), checked on the resolved address (breakers.http).
 BREAKER_HTTP_ALLOWED_NETWORKS = envlist("BREAKER_HTTP_ALLOWED_NETWORKS", [])
 BREAKER_PROBE_CALLABLE_PREFIXES = envlist("BREAKER_PROBE_CALLABLE_PREFIXES", ["breakers.probes."])
+# GET /api/v1/fleet?wait=N holds the request up to this long (long-poll, issue 14). Each held
+# request occupies a server thread: 0 turns it off (agents then poll), as a sync-worker server must.
+BREAKER_FLEET_WAIT_MAX_SECONDS = envfloat("BREAKER_FLEET_WAIT_MAX_SECONDS", 20.0)
+# Held requests per server process; beyond it the answer is immediate and that agent polls.
+# Keep it below the process's threads (gunicorn gthread --threads), or ingest waits behind them.
+BREAKER_FLEET_MAX_WAITERS = envint("BREAKER_FLEET_MAX_WAITERS", 2)
 # Celery beat's fleet tick: half-open transitions, probes, rebuild after a Redis data loss.
 BREAKER_TICK_SECONDS = envfloat("BREAKER_TICK_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULE = {

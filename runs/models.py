@@ -16,6 +16,8 @@ from decimal import Decimal
 from django.db import models
 from django.utils import timezone
 
+from breakers.sdk import vocabulary as sdk
+
 TOKEN_PREFIX = "bp_"
 
 
@@ -96,10 +98,10 @@ class Worker(models.Model):
 
 
 class RunStatus(models.TextChoices):
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+    RUNNING = "running"  # the server's own: how a run ends is the SDK's word
+    COMPLETED = sdk.RunStatus.COMPLETED.value
+    FAILED = sdk.RunStatus.FAILED.value
+    CANCELLED = sdk.RunStatus.CANCELLED.value
 
 
 class RunSource(models.TextChoices):
@@ -184,12 +186,12 @@ class ModelCall(models.Model):
 
 
 class Outcome(models.TextChoices):
-    """Tool call outcomes (DESIGN.md contract)."""
+    """Tool call outcomes (DESIGN.md contract), spelt once in the SDK."""
 
-    SUCCESS = "success"
-    RETRYABLE = "retryable"
-    SEMANTIC = "semantic"
-    BLOCKED = "blocked"
+    SUCCESS = sdk.Outcome.SUCCESS.value
+    RETRYABLE = sdk.Outcome.RETRYABLE.value
+    SEMANTIC = sdk.Outcome.SEMANTIC.value
+    BLOCKED = sdk.Outcome.BLOCKED.value
 
 
 class ToolCall(models.Model):
@@ -229,19 +231,19 @@ class ToolCall(models.Model):
 
 
 class Scope(models.TextChoices):
-    RUN = "run"
-    WORKER = "worker"
-    FLEET = "fleet"
+    RUN = sdk.Scope.RUN.value
+    WORKER = sdk.Scope.WORKER.value
+    FLEET = sdk.Scope.FLEET.value
 
 
 class BreakerState(models.TextChoices):
-    """Breaker states (DESIGN.md contract)."""
+    """Breaker states (DESIGN.md contract), spelt once in the SDK."""
 
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-    FORCED_OPEN = "forced_open"
-    FORCED_CLOSED = "forced_closed"
+    CLOSED = sdk.State.CLOSED.value
+    OPEN = sdk.State.OPEN.value
+    HALF_OPEN = sdk.State.HALF_OPEN.value
+    FORCED_OPEN = sdk.State.FORCED_OPEN.value
+    FORCED_CLOSED = sdk.State.FORCED_CLOSED.value
 
 
 class ReportedTransition(models.Model):

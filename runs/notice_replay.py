@@ -33,7 +33,7 @@ class NoticeReplay:
             self.strikes.pop(call.tool, None)
         elif call.outcome == Outcome.SEMANTIC:
             previous = self.strikes.get(call.tool)
-            count = min((previous.count if previous else 0) + 1, self.semantic_cap)
+            count = (previous.count if previous else 0) + 1  # counted past the cap, as the SDK
             self.strikes[call.tool] = SemanticStrike(call.tool, count, call.error)
         elif call.outcome == Outcome.RETRYABLE:
             self.last_errors[call.tool] = call.error
@@ -47,12 +47,16 @@ class NoticeReplay:
         except ValueError:
             return  # ingest validates scopes; an unknown one cannot be worded as the SDK would
         # An operator's kill switch has a reason but no error; a tripped breaker has both.
-        forced = transition.state == BreakerState.FORCED_OPEN
+        # Runs report a fleet kill switch as "open" with the operator's reason.
+        forced = transition.state == BreakerState.FORCED_OPEN or (
+            scope is Scope.FLEET and transition.reason.startswith("forced open")
+        )
         self.removals[transition.tool] = Removal(
             tool=transition.tool,
             scope=scope,
             reason=transition.reason,
             last_error="" if forced else self.last_errors.get(transition.tool, ""),
+            forced=forced,
         )
 
     def text(self) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -24,6 +24,8 @@ from pydantic import (
     StringConstraints,
     model_validator,
 )
+
+from breakers.sdk.vocabulary import AUTOMATIC_STATES, FINISHED_STATUSES, OUTCOMES, SCOPES, STATES
 
 MAX_ID_CHARS = 200
 MAX_TEXT_CHARS = 2000
@@ -68,14 +70,23 @@ FreeText = Annotated[str, Field(strict=True), AfterValidator(clip_text)]
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
 PositiveCount = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
-OutcomeName = Literal["success", "retryable", "semantic", "blocked"]
+# The contract words come from the SDK (breakers.sdk.vocabulary), the one place they are spelt.
+if TYPE_CHECKING:  # mypy cannot read a Literal built from a tuple; pydantic can
+    type OutcomeName = str
+    type ReportedScope = str
+    type ReportedState = str
+    type FinishedStatus = str
+    type FleetStateName = str
+else:
+    OutcomeName = Literal[OUTCOMES]
+    ReportedScope = Literal[SCOPES]
+    ReportedState = Literal[AUTOMATIC_STATES]
+    FinishedStatus = Literal[FINISHED_STATUSES]
+    FleetStateName = Literal[STATES]
 # A run reports the fleet scope only as "this run lost the tool to the fleet breaker" (with its
 # run_id); the fleet's own state is decided by the control plane, never by agents.
-ReportedScope = Literal["run", "worker", "fleet"]
 # Agents' run and worker breakers only close, open and half-open; forced states are operator
 # actions and fleet transitions are decided by the control plane, so agents cannot report them.
-ReportedState = Literal["closed", "open", "half_open"]
-FinishedStatus = Literal["completed", "failed", "cancelled"]
 
 
 # Agents' clocks are not ours, but a time outside these bounds is a bug, not a clock skew: it
@@ -210,7 +221,7 @@ class Rejected(BaseModel):
 
 
 class FleetTool(BaseModel):
-    state: Literal["closed", "open", "half_open", "forced_open", "forced_closed"]
+    state: FleetStateName
     since: datetime | None = None
     reason: str = ""
     forced: bool = False

@@ -16,10 +16,10 @@ export SITE_URL="$URL" DEBUG=True
 export SLACK_WEBHOOK_URL=${SLACK_WEBHOOK_URL:-"$SLACK_URL/services/demo/breaker-panel"}
 # Probes in the demo may reach local stand-ins (production refuses internal addresses).
 export BREAKER_HTTP_ALLOWED_NETWORKS=${BREAKER_HTTP_ALLOWED_NETWORKS:-127.0.0.0/8,::1/128}
-# A fleet tick every half second keeps the compressed replay's half-open windows visible.
-export BREAKER_TICK_SECONDS=${BREAKER_TICK_SECONDS:-0.5}
-# The replay runs 60x faster than the story; an agent's unused trial lease (120 s) shrinks with it.
-export BREAKER_TRIAL_LEASE_SECONDS=${BREAKER_TRIAL_LEASE_SECONDS:-2}
+# The replay runs REPLAY_SPEED times faster than the story: the control plane's tick, trial
+# lease and stale-outcome margin shrink with it (simulate_outage computes them).
+REPLAY_SPEED=${REPLAY_SPEED:-60}
+eval "$($BIN/python manage.py simulate_outage --print-server-env --speed "$REPLAY_SPEED")"
 
 pids=()
 stop() {
@@ -60,7 +60,7 @@ echo "  replaying the outage in every breaker mode (about 2-3 minutes); watch th
 echo "  Ctrl-C stops the web server, the Slack stand-in, the Celery worker and beat"
 echo
 # Process substitution, not a pipe: $! must be the replay itself, so stopping the demo stops it.
-$BIN/python manage.py simulate_outage --url "$URL" --json "$LOGS/outage.json" \
+$BIN/python manage.py simulate_outage --url "$URL" --speed "$REPLAY_SPEED" --json "$LOGS/outage.json" \
   ${DEMO_REPLAY_ARGS:-} > >(tee "$LOGS/replay.log") 2>&1 &
 pids+=($!)
 wait "${pids[0]}"

@@ -7,6 +7,7 @@ file whose tail is put into the error when they fail to start.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -71,6 +72,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM when the test session dies. A worker left running after its
+    session was killed would go on consuming that session's Redis queue (and a server its port)
+    when the next session claims the same database, failing that session's Celery tests."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 class _ServerProcess:
     """A child process with a log file; ``stop()`` is safe to call more than once."""
 
@@ -84,7 +95,12 @@ class _ServerProcess:
 
     def _spawn(self, args: list[str], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
 
     @property

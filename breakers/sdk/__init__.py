@@ -6,20 +6,19 @@
     text = breaker.notice()                       # None, or the text for the model
 
 Worker scope: `WorkerBreakers()` once per process, then `worker.start_run()` per run for a
-`RunBreakers` with the same calls. See DESIGN.md for the contract names.
+`RunBreakers` with the same calls. `classify(error)` says whether a failure counts towards
+opening a breaker. Frameworks: `breakers.sdk.integrations.*`. See DESIGN.md for the contracts.
 """
 
 from __future__ import annotations
 
+from breakers.sdk.classify import Classifier, classify
 from breakers.sdk.client import ControlPlane, Run
 from breakers.sdk.core import (
     BUDGET_FRACTION_LIMIT,
     FailureInfo,
-    Outcome,
     Removal,
-    Scope,
     SemanticStrike,
-    State,
     StepBudgetWarning,
     ToolBreaker,
     ToolFailure,
@@ -29,6 +28,7 @@ from breakers.sdk.core import (
     step_budget_fraction,
 )
 from breakers.sdk.toolsets import filter_tools, tool_name
+from breakers.sdk.vocabulary import Outcome, RunStatus, Scope, State
 from breakers.sdk.worker import (
     ExternalScope,
     RunBreakers,
@@ -40,6 +40,7 @@ from breakers.sdk.worker import (
 
 __all__ = [
     "BUDGET_FRACTION_LIMIT",
+    "Classifier",
     "ControlPlane",
     "ExternalScope",
     "FailureInfo",
@@ -47,6 +48,7 @@ __all__ = [
     "Removal",
     "Run",
     "RunBreakers",
+    "RunStatus",
     "Scope",
     "ScopeSource",
     "ScopeState",
@@ -59,6 +61,7 @@ __all__ = [
     "TrialLease",
     "WorkerBreakers",
     "check_step_budget",
+    "classify",
     "describe_failure",
     "filter_tools",
     "step_budget_fraction",

@@ -18,7 +18,9 @@ event ids, so the control plane applies it exactly once whatever happened to the
 long as it takes; a batch the server keeps failing with another 5xx is bisected down to the
 event it cannot take, and only that event is dropped (once an empty batch shows the server is
 up), so one bad event never blocks the rest. ``flush()`` and ``close()`` keep to their timeout.
-A second thread polls ``GET /api/v1/fleet`` with ``If-None-Match``; every ingest reply carries the
+A second thread long-polls ``GET /api/v1/fleet?wait=N`` with ``If-None-Match`` (the server
+answers when the fleet changes; one request open per plane), and falls back to polling every
+``fleet_poll_interval`` when the server does not hold the request; every ingest reply carries the
 fleet state too. When the buffer is full, new events are dropped (the oldest are kept: they
 include the ``run.started`` later events refer to), counted, and the count is reported with the
 next batch that gets through.
@@ -41,6 +43,7 @@ Only the standard library is used, so an agent process needs nothing beyond ``br
 from __future__ import annotations
 
 import atexit
+import contextlib
 import email.utils
 import enum
 import http.client
@@ -49,6 +52,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import time
 import weakref
@@ -58,6 +62,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from breakers.sdk.classify import Classifier
 from breakers.sdk.core import (
     Clock,
     FailureInfo,
@@ -67,6 +72,7 @@ from breakers.sdk.core import (
     State,
     ToolBreaker,
 )
+from breakers.sdk.vocabulary import FINISHED_STATUSES, SCOPES
 from breakers.sdk.worker import (
     DEFAULT_COOLDOWN,
     DEFAULT_MAX_COOLDOWN,
@@ -82,15 +88,18 @@ logger = logging.getLogger("breakers.sdk.client")
 
 # Matches the server's limit (docs/api.md): longer texts would be cut there anyway.
 MAX_TEXT_CHARS = 2000
-_RUN_STATUSES = frozenset({"completed", "failed", "cancelled"})
+_RUN_STATUSES = frozenset(FINISHED_STATUSES)
 # "Nothing was written, send it again later": resent with the same ids until the server
 # takes them, however long that is (with Retry-After, any status means that).
 _LATER_STATUSES = frozenset({0, 401, 408, 429, 503})
-ALL_SCOPES: tuple[str, ...] = (Scope.RUN, Scope.WORKER, Scope.FLEET)
+ALL_SCOPES: tuple[str, ...] = SCOPES
 # A run breaker that never trips: how a plane without run scope still records per-run facts.
 _NEVER = 2**62
 # An HTTP Date header has whole seconds: count a lease as that much shorter than it says.
 _DATE_RESOLUTION = 1.0
+# Between two long-polls: a change meanwhile is answered at once by the next one, so this adds
+# no latency; it only keeps a misbehaving server from spinning the poll thread.
+_LONG_POLL_GAP = 0.01
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -115,8 +124,41 @@ _ids = _Ids()
 os.register_at_fork(after_in_child=_ids._renew)
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+# What the agent thread buffers: (time.time(), event dict without id and ts) or, for a tool
+# call, one flat _ToolCall tuple. The sender thread turns it into the event (_materialize);
+# events taken back after a failed send are already events (dicts) and stay as they are.
+_ToolCall = tuple[float, str, int, str, Outcome, int, "int | None", str, bool]
+_Recorded = tuple[float, "dict[str, Any]"] | _ToolCall
+
+
+def _materialize(item: _Recorded | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    if len(item) == 2:
+        timestamp, event = item
+    else:
+        timestamp, run_id, step, tool, outcome, attempts, duration_ms, error, trial = item
+        event = {
+            "type": "tool.call",
+            "run_id": run_id,
+            "step": step,
+            "tool": tool,
+            "outcome": str(outcome),
+            "attempts": attempts,
+            "duration_ms": duration_ms,
+            "error": _clip(error),
+        }
+        if trial:
+            # The control plane decides a half-open fleet breaker on this event only: a late
+            # call of another run (or worker) must not close or re-open it.
+            event["trial"] = True
+    event["id"] = _ids.new()
+    event["ts"] = _iso(timestamp)
+    return event
 
 
 def _clip(text: str) -> str:
@@ -147,6 +189,7 @@ class Run:
             step_budget=step_budget if Scope.RUN in scopes else None,
             clock=plane.worker.clock,
             on_transition=self._on_run_transition,
+            classify=plane.worker.classify,
         )
         self.breakers: RunBreakers = RunBreakers(
             run_breaker,
@@ -156,6 +199,9 @@ class Run:
             on_remove=self._on_removed,
         )
         plane._runs_in_progress.add(self)
+        # The per-step hot path goes straight to the run's breakers (bench/bench_sdk.py).
+        self.available = self.breakers.available  # type: ignore[method-assign]
+        self._append = plane._append
 
     # -- the three-line wiring (same calls as ToolBreaker) --------------------------------
 
@@ -178,9 +224,25 @@ class Run:
         attempts: int = 1,
         step: int | None = None,
     ) -> None:
-        trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
-        self.breakers.record_success(tool)
-        self._tool_event(tool, Outcome.SUCCESS, attempts, duration_ms, "", step, trial=trial)
+        breakers = self.breakers
+        # Before recording, which ends the trial; the usual case (no fleet trial) without a call.
+        trial = False if not breakers._fleet_trials else breakers.holds_fleet_trial(tool)
+        breakers.record_success(tool)
+        # The per-call hot path (bench/bench_sdk.py): the event is a tuple built in one
+        # expression; its JSON is built on the sender thread (_materialize).
+        self._append(
+            (
+                time.time(),
+                self.run_id,
+                self.step if step is None else step,
+                tool,
+                Outcome.SUCCESS,
+                attempts,
+                duration_ms,
+                "",
+                trial,
+            )
+        )
 
     def record_failure(
         self,
@@ -190,8 +252,8 @@ class Run:
         duration_ms: int | None = None,
         step: int | None = None,
     ) -> FailureInfo:
-        """Count an exhausted call (a ``ToolFailure`` says retryable or semantic, and how many
-        HTTP attempts it made); anything else counts as retryable."""
+        """Count an exhausted call, classified by the plane's ``classify`` (a ``ToolFailure``
+        says retryable or semantic itself, and how many HTTP attempts it made)."""
         trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
         info = self.breakers.record_failure(tool, failure)
         self._tool_event(
@@ -270,21 +332,19 @@ class Run:
         *,
         trial: bool = False,
     ) -> None:
-        event: dict[str, Any] = {
-            "type": "tool.call",
-            "run_id": self.run_id,
-            "step": self.step if step is None else step,
-            "tool": tool,
-            "outcome": str(outcome),
-            "attempts": attempts,
-            "duration_ms": duration_ms,
-            "error": _clip(error),
-        }
-        if trial:
-            # The control plane decides a half-open fleet breaker on this event only: a late
-            # call of another run (or worker) must not close or re-open it.
-            event["trial"] = True
-        self.plane._emit(event)
+        step = self.step if step is None else step
+        record = (
+            time.time(),
+            self.run_id,
+            step,
+            tool,
+            outcome,
+            attempts,
+            duration_ms,
+            error,
+            trial,
+        )
+        self._append(record)
 
     def _on_removed(self, removal: Removal) -> None:
         # The run's own breaker reports its transition itself; a wider scope's removal is reported
@@ -348,6 +408,7 @@ class ControlPlane:
         max_buffer: int = 10_000,
         timeout: float = 5.0,
         fleet_poll_interval: float = 1.0,
+        fleet_wait: float = 20.0,
         trial_retry_interval: float = 5.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -358,6 +419,7 @@ class ControlPlane:
         clock: Clock = time.monotonic,
         scopes: Iterable[str] = ALL_SCOPES,
         start: bool = True,
+        classify: Classifier | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -378,6 +440,12 @@ class ControlPlane:
         self.max_buffer = max(self.batch_size, max_buffer)
         self.timeout = timeout
         self.fleet_poll_interval = fleet_poll_interval
+        # Long-poll: the control plane holds the fleet request open up to this long and answers
+        # as soon as the fleet changes. 0 polls every fleet_poll_interval instead, which is also
+        # what happens when the server does not say it waited (an older or a sync-worker server).
+        self.fleet_wait = max(0.0, fleet_wait)
+        self._server_waits = False  # the last fleet answer said the server long-polls
+        self._held: http.client.HTTPConnection | None = None  # the long-poll in progress
         # Another worker holds the trial lease: it is free again only when that lease lapses
         # (120 s) or its call was semantic, so asking every poll would only add load.
         self.trial_retry_interval = trial_retry_interval
@@ -403,12 +471,14 @@ class ControlPlane:
             max_cooldown=max_cooldown,
             clock=clock,
             on_transition=self._on_worker_transition,
+            classify=classify,
         )
-        self._buffer: deque[dict[str, Any]] = deque()
+        self._buffer: deque[_Recorded | dict[str, Any]] = deque()
         self._in_flight = 0  # events taken from the buffer and not yet acknowledged
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._flush_requested = False
+        self._woken = False  # a full batch has woken the sender since it last took one
         self._drop_report: tuple[str, int] | None = None  # (id, count) resent until acknowledged
         self._fleet_etag: str | None = None
         self._trial_body = json.dumps({"worker_id": worker_id}).encode()
@@ -477,11 +547,21 @@ class ControlPlane:
         self._stopping.set()
         with self._wake:
             self._wake.notify_all()
+        self._cut_long_poll()
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not flushed:
             logger.warning("closed with %d events not delivered", self.pending())
         return flushed
+
+    def _cut_long_poll(self) -> None:
+        """Wake the poll thread out of a held fleet request (shutdown interrupts a blocked read
+        on another thread; close alone may not), so closing never waits for the server."""
+        held = self._held
+        sock = getattr(held, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing to wake
+                sock.shutdown(socket.SHUT_RDWR)
 
     def pending(self) -> int:
         """Events buffered or in flight."""
@@ -517,15 +597,32 @@ class ControlPlane:
     # -- recording (agent thread; never blocks on the network) ---------------------------
 
     def _emit(self, event: dict[str, Any]) -> None:
-        event["id"] = _ids.new()
-        event["ts"] = _now_iso()
+        """Buffer `event` (without id and ts: the sender thread adds them)."""
+        self._append((time.time(), event))
+
+    def _append(self, item: _Recorded) -> None:
+        # Without the lock: a deque's append is atomic, and the sender only ever takes from the
+        # front under the lock, so the bound is approximate by the few threads recording at
+        # once. A full batch wakes the sender once; it re-arms that when it takes a batch, so
+        # while it backs off, recording stays lock-free.
+        buffer = self._buffer
+        if len(buffer) + self._in_flight < self.max_buffer:
+            buffer.append(item)
+            if len(buffer) >= self.batch_size and not self._woken:
+                with self._wake:
+                    self._woken = True
+                    self._wake.notify_all()
+            return
         with self._lock:
-            if len(self._buffer) + self._in_flight >= self.max_buffer:
-                self.stats.dropped += 1
-                return
-            self._buffer.append(event)
-            if len(self._buffer) >= self.batch_size:
-                self._wake.notify_all()
+            self.stats.dropped += 1
+
+    def buffered(self) -> list[dict[str, Any]]:
+        """The events waiting to be sent, as they will be sent (for tests and debugging)."""
+        with self._lock:
+            # From the front, as the sender takes: a run may append at the back meanwhile.
+            events = [_materialize(self._buffer.popleft()) for _ in range(len(self._buffer))]
+            self._buffer.extendleft(reversed(events))
+        return events
 
     def _emit_transition(
         self, tool: str, scope: Scope, state: State, reason: str, *, run_id: str | None
@@ -571,11 +668,12 @@ class ControlPlane:
                     return None
                 self._wake.wait(self.flush_interval)
             count = min(self.batch_size, len(self._buffer))
-            batch = [self._buffer.popleft() for _ in range(count)]
+            taken = [self._buffer.popleft() for _ in range(count)]
             self._in_flight = count
+            self._woken = False
             if self._drop_report is None and self.stats.dropped > self._reported():
                 self._drop_report = (_ids.new(), self.stats.dropped - self._reported())
-            return batch
+        return [_materialize(item) for item in taken]  # outside the lock the agent appends under
 
     def _reported(self) -> int:
         return self.stats.dropped_reported + (self._drop_report[1] if self._drop_report else 0)
@@ -755,10 +853,29 @@ class ControlPlane:
 
     # -- fleet polling (background thread) ---------------------------------------------------
 
+    def _fleet_wait_now(self) -> float:
+        """How long to ask the server to hold this poll: the full ``fleet_wait``, except while a
+        half-open tool may want its trial asked for (or asked again) at the polling cadence."""
+        if not self.fleet_wait:
+            return 0.0
+        may_ask = Scope.FLEET in self.scopes and bool(self._runs_in_progress)
+        if may_ask and any(s.state is State.HALF_OPEN for s in self.fleet.snapshot().values()):
+            return min(self.fleet_wait, self.fleet_poll_interval)
+        return self.fleet_wait
+
+    def next_fleet_poll_delay(self) -> float:
+        """Pause before the next poll: none after a long-poll (the server did the waiting)."""
+        return _LONG_POLL_GAP if self._server_waits else self.fleet_poll_interval
+
     def _poll_fleet(self) -> bool:
-        """One ``GET /api/v1/fleet``; False when it failed (the caller backs off)."""
+        """One ``GET /api/v1/fleet`` (a long-poll when ``fleet_wait``); False when it failed
+        (the caller backs off). One request at a time: one open connection per plane."""
         extra = {"If-None-Match": self._fleet_etag} if self._fleet_etag else {}
-        status, headers, reply = self._request("GET", "/api/v1/fleet", None, extra)
+        wait = self._fleet_wait_now()
+        path = f"/api/v1/fleet?wait={wait:g}" if wait else "/api/v1/fleet"
+        timeout = self.timeout + wait
+        status, headers, reply = self._request("GET", path, None, extra, timeout=timeout)
+        self._server_waits = bool(wait) and status in (200, 304) and "x-fleet-wait" in headers
         self.stats.fleet_polls += 1
         if status == 200 and isinstance(reply, Mapping):
             self._fleet_etag = headers.get("etag")
@@ -794,10 +911,11 @@ class ControlPlane:
 
     # -- HTTP ------------------------------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        timeout = self.timeout if timeout is None else timeout
         if self._scheme == "https":
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _request(
         self,
@@ -805,9 +923,14 @@ class ControlPlane:
         path: str,
         body: bytes | None,
         extra_headers: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        """One request on a fresh connection; status 0 for a network error. Never raises."""
-        connection = self._connection()
+        """One request on a fresh connection; status 0 for a network error. Never raises.
+        A request with its own ``timeout`` (the long-poll) can be cut short by ``close()``."""
+        connection = self._connection(timeout)
+        if timeout is not None:
+            self._held = connection
         try:
             connection.request(
                 method,
@@ -822,6 +945,8 @@ class ControlPlane:
             logger.debug("%s %s failed: %s", method, path, exc)
             return 0, {}, None
         finally:
+            if timeout is not None:
+                self._held = None
             connection.close()
         try:
             reply = json.loads(raw) if raw else None
@@ -945,7 +1070,7 @@ def _poll_loop(ref: Callable[[], ControlPlane | None], stopping: threading.Event
             failures += 1
             plane.stats.loop_errors += 1
             logger.exception("the fleet poll failed; carrying on")
-        delay = plane.fleet_poll_interval
+        delay = plane.next_fleet_poll_delay()
         if failures:
             delay = plane._retry_delay(failures, {})
         del plane

@@ -22,13 +22,15 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from fractions import Fraction
 from types import MappingProxyType
 from typing import ClassVar, NamedTuple, Protocol
 
+from breakers.sdk.classify import Classifier, ToolFailure, exception_text
+from breakers.sdk.classify import classify as default_classify
 from breakers.sdk.notice import render_notice
-from breakers.sdk.toolsets import filter_tools
+from breakers.sdk.toolsets import StepFilter
+from breakers.sdk.vocabulary import Outcome, Scope, State
 
 __all__ = [
     "BUDGET_FRACTION_LIMIT",
@@ -54,60 +56,6 @@ __all__ = [
 Clock = Callable[[], float]
 
 
-class Outcome(StrEnum):
-    """What one exhausted tool call came to (contract strings)."""
-
-    SUCCESS = "success"
-    RETRYABLE = "retryable"  # transport failure: timeout, connection error, 5xx, 429 after retries
-    SEMANTIC = "semantic"  # rejected for its arguments, e.g. a 400: says nothing about health
-    BLOCKED = "blocked"  # refused by a breaker without reaching the vendor; never counted
-
-
-class State(StrEnum):
-    """Breaker states (contract strings). The forced ones are only ever set by the fleet."""
-
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-    FORCED_OPEN = "forced_open"
-    FORCED_CLOSED = "forced_closed"
-
-
-class Scope(StrEnum):
-    """Where a breaker's state lives, so who pays to discover an outage."""
-
-    RUN = "run"
-    WORKER = "worker"
-    FLEET = "fleet"
-
-
-class ToolFailure(Exception):
-    """An exhausted tool call: the transport layer has already retried `attempts` times.
-
-    `retryable=True` is a transport failure (timeout, connection error, 5xx, 429 after retries)
-    and counts towards opening the breaker; `retryable=False` is a semantic rejection (the
-    arguments were wrong) and never does. Attempts are recorded, not counted: one exhausted
-    call is one event however many HTTP attempts it made.
-    """
-
-    def __init__(self, message: str, retryable: bool = True, attempts: int = 1) -> None:
-        if attempts < 1:
-            raise ValueError(f"attempts must be at least 1, got {attempts}")
-        super().__init__(message)
-        self.message = message
-        self.retryable = bool(retryable)
-        self.attempts = attempts
-
-    @property
-    def outcome(self) -> Outcome:
-        return Outcome.RETRYABLE if self.retryable else Outcome.SEMANTIC
-
-    def __repr__(self) -> str:
-        return (
-            f"ToolFailure({self.message!r}, retryable={self.retryable}, attempts={self.attempts})"
-        )
-
-
 class FailureInfo(NamedTuple):
     """A recorded failure as the reporting client needs it for a `tool.call` event."""
 
@@ -116,24 +64,26 @@ class FailureInfo(NamedTuple):
     attempts: int
 
 
-def describe_failure(failure: BaseException | str | None) -> FailureInfo:
-    """Classify whatever an agent hands to `record_failure()`; never raises.
+def describe_failure(
+    failure: BaseException | str | None, classify: Classifier = default_classify
+) -> FailureInfo:
+    """Classify whatever an agent hands to `record_failure()` with `classify` (see
+    `breakers.sdk.classify`); the error text is always the original's.
 
-    Anything that is not a `ToolFailure` counts as retryable: a tool that keeps raising is
-    unusable to the model whatever the cause, and the breaker must not crash the agent loop
-    over an unwrapped `ConnectionError` or a bare string.
+    Unknown failures count as retryable: a tool that keeps raising is unusable to the model
+    whatever the cause, and the breaker must not crash the agent loop over an unwrapped
+    `ConnectionError` or a bare string.
     """
     if isinstance(failure, ToolFailure):
         return FailureInfo(failure.outcome, f"ToolFailure: {failure.message}", failure.attempts)
+    verdict = classify(failure)
+    if not isinstance(verdict, ToolFailure):
+        raise TypeError(f"a classifier must return a ToolFailure, got {verdict!r:.100}")
     if isinstance(failure, BaseException):
-        return FailureInfo(Outcome.RETRYABLE, _exception_text(failure), 1)
-    text = "unknown error" if failure is None else str(failure)
-    return FailureInfo(Outcome.RETRYABLE, text, 1)
-
-
-def _exception_text(error: BaseException) -> str:
-    message = str(error)
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+        error = exception_text(failure)
+    else:
+        error = "unknown error" if failure is None else str(failure)
+    return FailureInfo(verdict.outcome, error, verdict.attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +95,7 @@ class Removal:
     reason: str  # "5 consecutive retryable failures", or an operator's reason
     last_error: str = ""
     since: float = 0.0  # the clock of whoever removed it
+    forced: bool = False  # an operator's kill switch: `reason` is theirs
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +246,10 @@ class ToolBreaker:
         step_budget: int | None = None,
         clock: Clock = time.monotonic,
         on_transition: TransitionCallback | None = None,
+        classify: Classifier | None = None,
     ) -> None:
         self.threshold = self.THRESHOLD if threshold is None else threshold
+        self.classify: Classifier = default_classify if classify is None else classify
         self.semantic_cap = self.SEMANTIC_CAP if semantic_cap is None else semantic_cap
         if self.semantic_cap < 1:
             raise ValueError(f"semantic_cap must be at least 1, got {self.semantic_cap}")
@@ -309,6 +262,7 @@ class ToolBreaker:
         # Replaced, never mutated, on each change: the hot path reads them without the lock.
         self._removals: Mapping[str, Removal] = MappingProxyType({})
         self._removed: frozenset[str] = frozenset()
+        self._filter = StepFilter().filter
         self.version = 0  # bumped whenever the notice would change
         self._notice: tuple[int, str | None] = (0, None)
         self.budget_warning = (
@@ -333,7 +287,7 @@ class ToolBreaker:
 
     def record_failure(self, name: str, failure: BaseException | str | None = None) -> FailureInfo:
         """A call of `name` was exhausted; returns its classification (see `describe_failure`)."""
-        info = describe_failure(failure)
+        info = describe_failure(failure, self.classify)
         if info.outcome is Outcome.SEMANTIC:
             self._record_semantic(name, info.error)
         else:
@@ -356,7 +310,8 @@ class ToolBreaker:
     def _record_semantic(self, name: str, error: str) -> None:
         with self._lock:
             previous = self._semantic.get(name)
-            count = min((previous.count if previous else 0) + 1, self.semantic_cap)
+            # Counted past the cap, so the notice says how many calls really failed.
+            count = (previous.count if previous else 0) + 1
             self._semantic[name] = SemanticStrike(name, count, error)
             if count >= self.semantic_cap:
                 self.version += 1  # the notice names the latest error
@@ -370,7 +325,7 @@ class ToolBreaker:
 
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's own shape without the removed tools; `tools` is untouched."""
-        return filter_tools(tools, self._removed)
+        return self._filter(tools, self._removed)
 
     def notice(self) -> str | None:
         """None while nothing is open or capped; otherwise the short text to send the model."""

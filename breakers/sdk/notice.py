@@ -1,9 +1,9 @@
 """The notice the model reads alongside its reduced tools array.
 
-It is resent on every step, so it stays short: one line per removed tool (its scope and last
-error), one instruction to carry on with what remains and to admit it if the task needs the
-missing tools, and one line per tool whose calls keep being rejected for their arguments.
-Tools are listed by name so the same state always renders the same text.
+Written for a model, not an operator: what is gone and why in plain words, then what to do.
+No scopes, breaker states, cooldowns or trials (the pages show those). It is resent on every
+step, so it stays short. Tools are listed by name so the same state always renders the same
+text. Examples before and after: docs/decisions.md, issue 12.
 """
 
 from __future__ import annotations
@@ -14,14 +14,30 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from breakers.sdk.core import Removal, SemanticStrike
 
-__all__ = ["ERROR_CHARS", "render_notice", "shorten"]
+__all__ = [
+    "CARRY_ON",
+    "ERROR_CHARS",
+    "FAILING_ELSEWHERE",
+    "NO_REPEAT",
+    "render_notice",
+    "shorten",
+]
 
 ERROR_CHARS = 200
 
+HEADER = "These tools are unavailable for the rest of this task:"
 CARRY_ON = (
-    "Continue with the tools that remain. If the task cannot be done without them, "
-    "say so and report what you have."
+    "Continue with the tools you have. If the task cannot be done without them, "
+    "say so and report what you found."
 )
+# A fleet removal this run has no error of its own for: the fleet's reason is breaker state
+# ("5 failures from 2 workers", "cooldown elapsed"), and another agent's error text is not
+# this run's to read.
+FAILING_ELSEWHERE = "failing for other agents right now"
+OPERATOR = "switched off by an operator"
+NO_REPEAT = "Do not repeat the same request; if there is no answer, say so."
+_OPERATOR_PREFIXES = ("forced open by an operator:", "forced open:")
+_FAILURE_PREFIX = "ToolFailure: "
 
 
 def shorten(text: str, limit: int = ERROR_CHARS) -> str:
@@ -40,23 +56,33 @@ def _removal_lines(removals: Iterable[Removal]) -> list[str]:
     ordered = sorted(removals, key=lambda removal: removal.tool)
     if not ordered:
         return []
-    lines = ["These tools are removed for the rest of this run:"]
-    for removal in ordered:
-        lines.append(f"- {removal.tool} ({removal.scope} scope; {_why(removal)})")
+    lines = [HEADER]
+    lines.extend(f"- {removal.tool}: {_why(removal)}" for removal in ordered)
     lines.append(CARRY_ON)
     return lines
 
 
 def _why(removal: Removal) -> str:
-    # An operator's kill switch has a reason but no error; a tripped breaker has both.
+    if removal.forced:
+        reason = removal.reason
+        for prefix in _OPERATOR_PREFIXES:
+            reason = reason.removeprefix(prefix)
+        reason = shorten(reason)
+        return (
+            f"switched off by an operator ({reason})" if reason else "switched off by an operator"
+        )
     if removal.last_error:
-        return f"last error: {shorten(removal.last_error)}"
-    return shorten(removal.reason)
+        return f"it keeps failing (last error: {_error(removal.last_error)})"
+    return FAILING_ELSEWHERE
+
+
+def _error(text: str) -> str:
+    return shorten(text.removeprefix(_FAILURE_PREFIX))
 
 
 def _strike_lines(strikes: Iterable[SemanticStrike]) -> list[str]:
     return [
-        f"Change your approach with {strike.tool}: {strike.count} calls were rejected for "
-        f"their arguments (last error: {shorten(strike.last_error)})."
+        f"{strike.tool}: {strike.count} calls got no usable answer "
+        f"(last: {_error(strike.last_error)}). {NO_REPEAT}"
         for strike in sorted(strikes, key=lambda strike: strike.tool)
     ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, cast
 
-__all__ = ["GEMINI_GROUP_KEYS", "filter_tools", "tool_name", "tool_names"]
+__all__ = ["GEMINI_GROUP_KEYS", "StepFilter", "filter_tools", "tool_name", "tool_names"]
 
 GEMINI_GROUP_KEYS = ("function_declarations", "functionDeclarations")
 
@@ -78,6 +78,64 @@ def filter_tools[T](tools: Iterable[T], removed: Collection[str]) -> list[T]:
         except (KeyError, TypeError, IndexError):
             pass  # another shape somewhere in the list: take the general path
     return _filter_general(tools, removed)
+
+
+class StepFilter:
+    """`filter_tools()` for one run, which sends the same tools array on every step.
+
+    It remembers which runs of positions the last filtering kept, for that array's items and
+    that removed set (compared by identity: a breaker replaces its set on every change). When
+    the next step passes an array with the same items (`==`, identical objects first), the
+    result is those slices, copied in C, instead of reading every tool's name again. Renaming a
+    tool by mutating its dict in place between steps is the one change it cannot see.
+    Results are new lists of the caller's own objects, as `filter_tools()` gives.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        # (the items, the removed set, (first kept slice, the other kept slices))
+        self._last: tuple[list[Any], Collection[str], tuple[slice, tuple[slice, ...]]] | None = None
+
+    def filter[T](self, tools: Iterable[T], removed: Collection[str]) -> list[T]:
+        if not removed or type(tools) is not list:
+            return filter_tools(tools, removed)
+        last = self._last
+        # list == list compares item by item, identity first, without building anything.
+        if last is not None and last[1] is removed and last[0] == tools:
+            first, more = last[2]
+            kept = tools[first]
+            for span in more:
+                kept += tools[span]
+            return kept
+        kept = filter_tools(tools, removed)
+        items = list(tools)  # a copy: the caller may change its list before the next step
+        new_spans = _kept_spans(items, kept)
+        # One tuple, swapped in whole: a run's parallel calls may filter at the same time.
+        if new_spans is None:
+            self._last = None
+        else:
+            self._last = (items, removed, (new_spans[0], new_spans[1:]))
+        return kept
+
+
+def _kept_spans(items: list[Any], kept: list[Any]) -> tuple[slice, ...] | None:
+    """The runs of `items` that make up `kept`, if `kept` is a subsequence of them; None if a
+    group was filtered inside (its copy is no item of the input)."""
+    spans: list[slice] = []
+    position = start = 0
+    for index, item in enumerate(items):
+        if position < len(kept) and kept[position] is item:
+            position += 1
+            continue
+        if start < index:
+            spans.append(slice(start, index))
+        start = index + 1
+    if start < len(items):
+        spans.append(slice(start, len(items)))
+    if position != len(kept):
+        return None
+    return tuple(spans) or (slice(0, 0),)
 
 
 def _filter_general[T](tools: Iterable[T], removed: Collection[str]) -> list[T]:

@@ -31,6 +31,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from breakers.sdk.classify import Classifier
+from breakers.sdk.classify import classify as default_classify
 from breakers.sdk.core import (
     Change,
     Circuit,
@@ -46,7 +48,7 @@ from breakers.sdk.core import (
     describe_failure,
 )
 from breakers.sdk.notice import render_notice
-from breakers.sdk.toolsets import filter_tools, tool_names
+from breakers.sdk.toolsets import StepFilter, tool_names
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -102,8 +104,10 @@ class WorkerBreakers:
         trial_lease: float = DEFAULT_TRIAL_LEASE,
         clock: Clock = time.monotonic,
         on_transition: TransitionCallback | None = None,
+        classify: Classifier | None = None,
     ) -> None:
         self.policy = Policy(threshold, cooldown, max_cooldown, backoff)
+        self.classify: Classifier = default_classify if classify is None else classify
         self.trial_lease = trial_lease
         self.clock = clock
         self._on_transition = on_transition
@@ -143,7 +147,7 @@ class WorkerBreakers:
         lease: TrialLease | None = None,
     ) -> FailureInfo:
         """Retryable: counts while closed; with the current lease, half_open -> open."""
-        info = describe_failure(failure)
+        info = describe_failure(failure, self.classify)
         self.record_info(name, info, lease=lease)
         return info
 
@@ -255,7 +259,11 @@ class WorkerBreakers:
     ) -> RunBreakers:
         """A new run that shares this worker's breakers (and this worker's clock)."""
         run = ToolBreaker(
-            threshold, step_budget=step_budget, clock=self.clock, on_transition=on_transition
+            threshold,
+            step_budget=step_budget,
+            clock=self.clock,
+            on_transition=on_transition,
+            classify=self.classify,
         )
         return RunBreakers(run, worker=self, sources=sources, clock=self.clock, on_remove=on_remove)
 
@@ -560,6 +568,7 @@ class RunBreakers:
         self._lock = threading.Lock()
         self._removals: dict[str, Removal] = {}
         self._removed: frozenset[str] = frozenset()
+        self._filter = StepFilter().filter
         self._leases: dict[str, TrialLease] = {}
         self._fleet_trials: dict[str, ExternalScope] = {}  # half-open tools this run may call
         self._synced = -1  # the sum of every scope's version last folded in; -1: not to be trusted
@@ -575,7 +584,7 @@ class RunBreakers:
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's shape without the tools this run has lost."""
         tools = tools if isinstance(tools, list) else list(tools)
-        return filter_tools(tools, self._sync(tools))
+        return self._filter(tools, self._sync(tools))
 
     def notice(self) -> str | None:
         removed = self._sync()
@@ -586,10 +595,19 @@ class RunBreakers:
         return self._notice[1]
 
     def record_success(self, name: str) -> None:
-        self.run.record_success(name)
-        if self.worker is not None:
-            lease = self._leases.pop(name, None) if self._leases else None
-            self.worker.record_success(name, lease=lease)
+        # The per-call hot path: a breaker with nothing to reset (the usual case, the same test
+        # its own record_success() makes first) is not called at all.
+        run, worker = self.run, self.worker
+        circuit = run._circuits.get(name)
+        if (circuit is not None and circuit.consecutive) or name in run._semantic:
+            run.record_success(name)
+        if worker is not None:
+            if self._leases:
+                worker.record_success(name, lease=self._leases.pop(name, None))
+            else:
+                circuit = worker._circuits.get(name)
+                if circuit is not None and circuit.consecutive:
+                    worker.record_success(name)
         if self._fleet_trials:
             self._finish_fleet_trial(name, Outcome.SUCCESS, "")
 
@@ -749,12 +767,11 @@ class RunBreakers:
                 else:
                     reason = status.reason or status.state
                     # An operator's kill switch names its own reason: keep it in the notice.
-                    error = (
-                        status.last_error
-                        if status.state is State.FORCED_OPEN
-                        else self._last_error(name) or status.last_error
-                    )
-                    remove(Removal(name, source.scope, reason, error))
+                    # Otherwise only this run's or worker's error: other agents' error text is
+                    # not this run's to read (the notice then says it fails for other agents).
+                    forced = status.state is State.FORCED_OPEN
+                    error = "" if forced else self._last_error(name)
+                    remove(Removal(name, source.scope, reason, error, forced=forced))
         for name in added:
             self._drop_lease(name)
         for name in [name for name in self._fleet_trials if name not in trying]:

@@ -72,7 +72,7 @@ from runs.models import (
     Worker,
 )
 from runs.queries import runs_affected
-from runs.simulation.scenario import MODES
+from runs.simulation.scenario import MODES, Scenario
 from runs.simulation.script import SEARCH
 
 MAX_CHART_RUNS = 5_000
@@ -319,7 +319,9 @@ def incident_charts(
     start = opened - length
     tool = incident.tool.name
     runs = runs_reaching_for(tool_name=tool, start=start, end=end)
-    before = Q(started_at__lt=opened)
+    # Baseline: runs over before the incident opened. A run that started before but was still
+    # going met the incident, as the table's and the Outages page's figures count it.
+    before = Q(finished_at__lt=opened)
     stats, unfinished = _period_stats(
         runs, [_Period("baseline", before, 0.001), _Period("during", ~before, 0.001)]
     )
@@ -558,6 +560,21 @@ def _replay_headline(
     )
 
 
+def _last_start_note(replay: OutageReplay) -> str:
+    """Why the outage's last minutes have no run starts (issue 14: a new user asked)."""
+    story = Scenario.from_record(replay.scenario if isinstance(replay.scenario, dict) else {})
+    last = story.last_window_start_s() / 60
+    window = story.window_s / 60
+    if window - last < 1:
+        return ""
+    # <br>: plotly does not wrap annotations; the text is ours, never agent-sent.
+    return (
+        f"No run starts after minute {last:.0f} of the {window:g}-minute outage: the story's "
+        f"runs start early enough to finish inside it<br>with every search failing (such a run "
+        f"takes {story.failing_run_s / 60:.1f} minutes); runs after the outage show the recovery."
+    )
+
+
 def outage_comparison(
     *, batch: ReplayBatch, tool: str = SEARCH, cap: int = MAX_CHART_RUNS
 ) -> OutageComparison:
@@ -632,11 +649,18 @@ def outage_comparison(
             x_title="Run start: minutes since the replay began (simulated)",
             baseline_duration_s=mine["baseline"].mean_duration_s,
             baseline_spend_usd=mine["baseline"].mean_spend_usd,
-            note=sampling_note(
-                shown=len(points[replay.pk]),
-                total=sum(period.runs for period in mine.values()),
-                stride=sample.stride,
-                unfinished=left_out,
+            note="<br>".join(
+                part
+                for part in (
+                    _last_start_note(replay),
+                    sampling_note(
+                        shown=len(points[replay.pk]),
+                        total=sum(period.runs for period in mine.values()),
+                        stride=sample.stride,
+                        unfinished=left_out,
+                    ),
+                )
+                if part
             ),
             duration_max_s=duration_max,
             spend_max_usd=spend_max,

@@ -16,6 +16,7 @@ urlpatterns = [
     path("incidents/", views.incidents, name="incidents"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),
     path("outages/", views.outages, name="outages"),
+    path("replay-banner/", views.replay_banner, name="replay-banner"),
     path("audit/", views.audit_log, name="audit"),
     path("alerts/", views.alerts, name="alerts"),
     path("runs/", views.runs_list, name="runs"),

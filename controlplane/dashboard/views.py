@@ -64,6 +64,8 @@ from controlplane.dashboard.queries import (
     run_timeline,
     runs_page,
 )
+from controlplane.dashboard.replay_banner import playing_replay
+from controlplane.dashboard.replay_findings import incident_findings, replay_findings
 from controlplane.dashboard.tool_page import tool_page
 from runs.models import Run
 
@@ -102,6 +104,7 @@ def board(request: HtmxHttpRequest) -> HttpResponse:
             "poll_headers": json.dumps({"If-None-Match": etag}),
             "worker_live_minutes": round(WORKER_LIVE_WINDOW.total_seconds() / 60),
             "active_run_hours": round(ACTIVE_RUN_WINDOW.total_seconds() / 3600),
+            "replay": playing_replay(),
         }
         response = render_page(request, "dashboard/board.html", context, partial="board-live")
         response.status_code = 200 if valid else 400
@@ -268,8 +271,16 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "nav": "incidents",
         "page": page,
         "charts": incident_charts(incident=incident, now=page.end),
+        "findings": incident_findings(during=page.comparison.during, before=page.comparison.before),
     }
     return render_page(request, "dashboard/incident_detail.html", context)
+
+
+@require_GET
+def replay_banner(request: HtmxHttpRequest) -> HttpResponse:
+    """The board's "a replay is playing" banner, polled on its own (empty when none is)."""
+    context = {"replay": playing_replay()}
+    return render_page(request, "dashboard/_replay_banner.html", context)
 
 
 @require_GET
@@ -285,7 +296,9 @@ def outages(request: HtmxHttpRequest) -> HttpResponse:
         page = outages_page(batch_key=int(raw) if raw else None)
     except LookupError as exc:
         raise Http404(str(exc)) from exc
-    return render_page(request, "dashboard/outages.html", {"nav": "outages", "page": page})
+    findings = replay_findings(page.comparison) if page.comparison else None
+    context = {"nav": "outages", "page": page, "findings": findings}
+    return render_page(request, "dashboard/outages.html", context)
 
 
 @require_GET

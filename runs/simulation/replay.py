@@ -5,13 +5,15 @@ of ``scenario.workers`` ``ControlPlane`` clients. Simulated seconds are divided 
 sleeps are real, so the control plane sees events arrive as they would, only sooner. Figures
 returned here are in simulated seconds (real seconds x ``speed``).
 
-What each mode changes is only what the agent does with the breaker:
+What each mode changes is only what the agent does with the breaker. The scripted model reads
+what it is sent (the tools array and the notice), so a tool that stays in the array reaches the
+vendor, and a removal that does not happen shows in the figures.
 
 - ``none``: no breaker at all; every failure goes back to the model.
-- ``fail-fast``: the same breakers as ``fleet`` mode (run, worker and fleet scope), but used as a
-  plain breaker: a call is refused in microseconds (outcome ``blocked``) while the tool stays in
-  the tools array, so the model keeps asking for it. Same detection, no removal: the difference
-  between this mode and ``fleet`` is exactly what removing the tool is worth.
+- ``fail-fast``: exactly ``fleet`` mode's breaker (fleet scope), used as a plain breaker: a call
+  is refused in microseconds (outcome ``blocked``) while the tool stays in the tools array and no
+  notice is sent, so the model keeps asking for it. Same detection, no removal: the difference
+  between this mode and ``fleet`` is what removing the tool is worth.
 - ``run`` / ``worker`` / ``fleet``: the breaker at that scope removes the tool from the tools
   array and the run's notice says why.
 """
@@ -24,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -54,9 +57,18 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 BOTH = frozenset({SEARCH, READ})
+# Undelivered events per agent worker above which the replay's clock waits for the control
+# plane (about two flushes' worth at 60x), and below which it runs again.
+BACKLOG_HIGH = 40
+BACKLOG_LOW = 10
+# The story assumes a control plane that answers a batch within this many simulated seconds
+# (one flush); while one takes longer, the replay's clock waits for it.
+ANSWER_WITHIN_SIM_S = 5.0
+# The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
+WRAP_UP_SENSITIVITY = (1, 2, 5)
 SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
     "none": (),
-    "fail-fast": ("run", "worker", "fleet"),
+    "fail-fast": ("fleet",),
     "run": ("run",),
     "worker": ("worker",),
     "fleet": ("fleet",),
@@ -76,6 +88,7 @@ class RunRecord:
     http_attempts: int = 0
     refused: int = 0  # refused by a fail-fast breaker
     degraded: bool = False
+    wrap_up_started_at: int | None = None  # the step at which the model stopped asking for search
     met: str = "healthy tool"  # healthy tool | failed through | refused fast | tool removed
 
     @property
@@ -89,6 +102,9 @@ class ModeResult:
     runs: list[RunRecord] = field(default_factory=list)
     recovery_lag_s: float | None = None  # vendor back -> web_search offered and working again
     events_dropped: int = 0
+    paused_s: float = 0.0  # real seconds the clock waited for the control plane to catch up
+    pauses: int = 0
+    wall_times: dict[str, datetime] = field(default_factory=dict)  # outage_start, outage_end
 
     def in_window(self, scenario: Scenario) -> list[RunRecord]:
         return [
@@ -113,7 +129,29 @@ class ModeResult:
             "degraded_runs": sum(r.degraded for r in window),
             "recovery_lag_s": self.recovery_lag_s,
             "events_dropped": self.events_dropped,
+            "paused_real_s": round(self.paused_s, 2),
+            "pauses": self.pauses,
+            "wrap_up_steps": scenario.wrap_up_steps,
+            "runs_wrapped_up": sum(r.wrap_up_started_at is not None for r in window),
+            # The same runs re-priced as if the model took N steps to finish without the tool.
+            "spend_by_wrap_up_steps": {
+                str(n): float(sum((_repriced(r, scenario, n) for r in window), Decimal(0)))
+                for n in WRAP_UP_SENSITIVITY
+            },
+            # The least these runs could cost had every one lost the tool at its first step.
+            "floor_spend_by_wrap_up_steps": {
+                str(n): float(scenario.run_cost(min(scenario.step_budget, n)) * len(window))
+                for n in WRAP_UP_SENSITIVITY
+            },
         }
+
+
+def _repriced(record: RunRecord, scenario: Scenario, wrap_up_steps: int) -> Decimal:
+    """A run's spend had its model needed ``wrap_up_steps`` calls to finish without the tool."""
+    if record.wrap_up_started_at is None:
+        return record.spend
+    steps = min(scenario.step_budget, record.wrap_up_started_at + wrap_up_steps - 1)
+    return scenario.run_cost(steps)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -124,22 +162,103 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 class _SimClock:
-    """Simulated seconds since the replay began: real elapsed time x speed."""
+    """Simulated seconds since the replay began: real elapsed time x speed, minus pauses.
+
+    The clock stops while the control plane is behind (``pause()``/``resume()``, driven by
+    ``_Governor``): on a busy machine the story waits for the ingest instead of running ahead
+    of what the fleet breaker has been told, so the figures do not depend on machine load.
+    """
 
     def __init__(self, speed: float) -> None:
         self.speed = speed
         self.origin = time.monotonic()
+        self.paused_s = 0.0  # real seconds spent paused
+        self._paused_at: float | None = None
+        self._resumed = threading.Condition()
 
     def now(self) -> float:
-        return (time.monotonic() - self.origin) * self.speed
+        paused_at = self._paused_at
+        real = (time.monotonic() if paused_at is None else paused_at) - self.origin
+        return (real - self.paused_s) * self.speed
 
     def sleep(self, sim_seconds: float) -> None:
-        time.sleep(sim_seconds / self.speed)
+        self.sleep_until(self.now() + sim_seconds)
 
     def sleep_until(self, sim_at: float) -> None:
-        left = sim_at - self.now()
-        if left > 0:
-            self.sleep(left)
+        while (left := sim_at - self.now()) > 0:
+            if self._paused_at is None:
+                time.sleep(left / self.speed)
+            else:
+                with self._resumed:
+                    self._resumed.wait_for(lambda: self._paused_at is None, timeout=1.0)
+
+    def pause(self) -> None:
+        with self._resumed:
+            if self._paused_at is None:
+                self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        with self._resumed:
+            if self._paused_at is not None:
+                self.paused_s += time.monotonic() - self._paused_at
+                self._paused_at = None
+                self._resumed.notify_all()
+
+
+class _Governor:
+    """Pauses the replay's clock while the control plane is behind the agents: a worker's batch
+    unanswered for longer than ``lag_s`` (real seconds), or more than ``high`` events waiting;
+    resumes once every batch is answered and at most ``low`` events wait (docs/decisions.md).
+
+    It reads the SDK sender's in-flight count and acknowledged-batch counter: a replay of the
+    product, in the product's repository, may look at its own client's internals.
+    """
+
+    def __init__(
+        self, clock: _SimClock, planes: list[ControlPlane], *, high: int, low: int, lag_s: float
+    ):
+        self.clock, self.planes, self.high, self.low, self.lag_s = clock, planes, high, low, lag_s
+        self.pauses = 0
+        self._since: dict[int, tuple[int, float]] = {}  # plane -> (acknowledged, in flight since)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="replay-governor", daemon=True)
+
+    def __enter__(self) -> _Governor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.clock.resume()
+
+    def _oldest_unanswered(self, now: float) -> float:
+        """Real seconds the oldest unanswered batch of any worker has been in flight."""
+        oldest = 0.0
+        for index, plane in enumerate(self.planes):
+            acknowledged = plane.stats.sent_batches
+            if not plane._in_flight:
+                self._since.pop(index, None)
+                continue
+            seen = self._since.get(index)
+            if seen is None or seen[0] != acknowledged:
+                self._since[index] = seen = (acknowledged, now)
+            oldest = max(oldest, now - seen[1])
+        return oldest
+
+    def _run(self) -> None:
+        paused = False
+        while not self._stop.wait(0.005):
+            now = time.monotonic()
+            backlog = max(plane.pending() for plane in self.planes)
+            behind = self._oldest_unanswered(now) > self.lag_s or backlog > self.high
+            if not paused and behind:
+                self.clock.pause()
+                self.pauses += 1
+                paused = True
+            elif paused and not any(p._in_flight for p in self.planes) and backlog <= self.low:
+                self.clock.resume()
+                paused = False
 
 
 @dataclass
@@ -164,6 +283,7 @@ def replay_mode(
     speed: float,
     worker_prefix: str | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
+    fleet_push: bool = True,
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done."""
     clock = _SimClock(speed)
@@ -182,6 +302,11 @@ def replay_mode(
             flush_interval=max(0.05, 5.0 / speed),
             fleet_poll_interval=max(0.05, 5.0 / speed),
             trial_retry_interval=max(0.05, 5.0 / speed),
+            # Long-poll (the server answers when the fleet changes), or poll only.
+            fleet_wait=20.0 if fleet_push else 0.0,
+            # The sender's backoff after a refused or failed batch is simulated time too.
+            backoff_base=0.5 / speed,
+            backoff_max=max(0.05, 30.0 / speed),
         )
         for i in range(scenario.workers)
     ]
@@ -208,10 +333,31 @@ def replay_mode(
         threading.Thread(target=play, args=(i, start), name=f"replay-run-{i}", daemon=True)
         for i, start in enumerate(scenario.run_starts())
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+
+    def mark(name: str, at_s: float) -> None:
+        clock.sleep_until(at_s)
+        result.wall_times[name] = datetime.now(UTC)
+
+    # When the outage really began and ended: pauses move them from started + s / speed.
+    threads += [
+        threading.Thread(target=mark, args=(name, at), name=f"replay-{name}", daemon=True)
+        for name, at in (
+            ("outage_start", scenario.outage_start_s),
+            ("outage_end", scenario.outage_end_s),
+        )
+    ]
+    # Only the fleet breaker's figures depend on how fast the control plane answers: the other
+    # modes decide in the agent process and run at full speed whatever the server does.
+    governed = "fleet" in SCOPES_BY_MODE[mode]
+    lag_s = ANSWER_WITHIN_SIM_S / speed if governed else float("inf")
+    high = BACKLOG_HIGH if governed else 2**62
+    with _Governor(clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s) as governor:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    result.paused_s = clock.paused_s
+    result.pauses = governor.pauses
     for plane in planes:
         plane.close(timeout=30.0)
         result.events_dropped += plane.stats.dropped
@@ -232,12 +378,17 @@ def _play_run(
 ) -> RunRecord:
     record = RunRecord(started_s=clock.now())
     run = plane.start_run(agent=AGENT, step_budget=scenario.step_budget)
-    script = ResearchScript(scenario.step_budget, scenario.rephrase_probability, rng)
+    script = ResearchScript(
+        scenario.step_budget, scenario.rephrase_probability, rng, scenario.wrap_up_steps
+    )
     removes = mode not in ("none", "fail-fast")
     status = "completed"
     for step in range(1, scenario.step_budget + 1):
-        usable = {t["function"]["name"] for t in run.available(TOOLS)} if mode != "none" else BOTH
-        offered = usable if removes else BOTH
+        # What the model is sent: with removal, the SDK's tools array and notice; without it,
+        # every tool and no notice (a plain breaker only refuses calls).
+        sent = run.available(TOOLS) if removes else TOOLS
+        offered = _names(sent)
+        notice = run.notice() if removes else None
         cost = scenario.step_cost(step)
         clock.sleep(cost.duration_s)
         run.record_model_call(
@@ -249,27 +400,33 @@ def _play_run(
         )
         record.model_calls += 1
         record.spend += cost.cost_usd
-        action = script.next_action(step=step, offered=offered)
+        action = script.next_action(step=step, offered=offered, notice=notice)
         if action is Action.SEARCH:
-            if SEARCH in usable:
-                _search(scenario, run, clock, script, record, recovery)
-            else:  # fail-fast: refused in microseconds, the model is told to try again later
+            if mode == "fail-fast" and SEARCH not in _names(run.available(TOOLS)):
+                # The plain breaker refuses in microseconds; the model reads it as a failure.
                 run.record_blocked(SEARCH)
                 record.refused += 1
                 script.search_failed()
+            else:
+                _search(scenario, run, clock, script, record, recovery)
         elif action is Action.READ:
             clock.sleep(scenario.read_page_s)
             run.record_success(READ, duration_ms=round(scenario.read_page_s * 1000))
             script.page_read()
-        else:
+        elif action is not Action.WRAP_UP:
             record.degraded = action is not Action.ANSWER
             if action is Action.GIVE_UP:
                 status = "failed"
             break
+    record.wrap_up_started_at = script.wrap_up_started_at
     record.ended_s = clock.now()
     record.met = _what_it_met(record, removed=bool(run.removals()) and removes)
     run.finish(status=status, degraded=record.degraded, steps=record.model_calls)
     return record
+
+
+def _names(tools: list[dict[str, Any]]) -> set[str]:
+    return {tool["function"]["name"] for tool in tools}
 
 
 def _search(

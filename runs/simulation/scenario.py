@@ -7,8 +7,10 @@ Defaults reproduce the story in mode ``none``: 340 runs in a 22-minute window, a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 __all__ = ("MODES", "Scenario", "StepCost")
 
@@ -51,10 +53,37 @@ class Scenario:
     output_tokens: int = 270
     usd_per_million_input: Decimal = Decimal("5")
     usd_per_million_output: Decimal = Decimal("25")
+    # Model calls a run takes to finish once web_search is gone (1 = it answers on that very
+    # step). An assumption, not a measurement: the pages show spend for 1, 2 and 5.
+    wrap_up_steps: int = 2
     threshold: int = 5
     cooldown_s: float = 30.0
     max_cooldown_s: float = 300.0
     seed: int = 20261129
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Scenario:
+        """The scenario a replay recorded (``OutageReplay.scenario``): fields it lacks, or that
+        do not parse, keep their defaults (older replays recorded fewer)."""
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            if spec.name not in record:
+                continue
+            kind = type(getattr(cls, spec.name))
+            try:
+                value = kind(str(record[spec.name])) if kind is Decimal else kind(record[spec.name])
+            except (TypeError, ValueError, InvalidOperation):
+                continue
+            values[spec.name] = value
+        try:
+            return cls(**values)
+        except (TypeError, ValueError):
+            return cls()
+
+    def last_window_start_s(self) -> float:
+        """When the last of the story's runs starts, in simulated seconds since the outage began."""
+        starts = [s for s in self.run_starts() if self.vendor_is_down(s)]
+        return (max(starts) - self.outage_start_s) if starts else 0.0
 
     @property
     def outage_start_s(self) -> float:
@@ -76,6 +105,15 @@ class Scenario:
             + Decimal(self.output_tokens) * self.usd_per_million_output
         ) / Decimal(1_000_000)
         return StepCost(input_tokens, self.output_tokens, cost, self.model_call_s)
+
+    def run_cost(self, steps: int) -> Decimal:
+        """Model spend of a run that made ``steps`` model calls."""
+        return sum((self.step_cost(step).cost_usd for step in range(1, steps + 1)), Decimal(0))
+
+    def wrap_up_floor(self, wrap_up_steps: int) -> float:
+        """The least a run that loses the tool at once can cost, as a share of a failing run."""
+        steps = min(self.step_budget, wrap_up_steps)
+        return float(self.run_cost(steps) / self.run_cost(self.step_budget))
 
     @property
     def failing_run_s(self) -> float:

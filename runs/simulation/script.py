@@ -1,27 +1,39 @@
-"""The scripted research model: what it does next, given what it has seen. Pure and seeded.
+"""The scripted research model: what it does next, given what it is sent. Pure and seeded.
 
-It behaves as the story says. With ``web_search`` offered and working it searches, reads,
-searches, reads and answers (5 steps). With the tool offered but failing it re-phrases and tries
-again, step after step, until the budget ends, then apologises. Told the tool is gone (it is not
-in the tools array), it answers with what it has and admits the run is degraded.
+It decides from the two things a real model reads: the tools array of this step and the notice
+(if any). With ``web_search`` offered and working it searches, reads, searches, reads and answers
+(5 steps). With the tool offered but failing (or refused) it re-phrases and tries again, step
+after step, until the budget ends, then apologises. When the tool is missing from the tools
+array, or the notice says it is gone, it stops asking for it and takes ``wrap_up_steps`` model
+calls to finish with what it has, admitting the run is degraded.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ("Action", "ResearchScript")
+__all__ = ("Action", "ResearchScript", "tools_the_notice_removes")
 
 SEARCH = "web_search"
 READ = "read_page"
+# The SDK's notice lists each removed tool as "- <name> (<scope> scope; ...)"
+# (breakers/sdk/notice.py); the model reads those lines, nothing else of it.
+_REMOVED_LINE = re.compile(r"^- (\S+) \(", re.MULTILINE)
+
+
+def tools_the_notice_removes(notice: str | None) -> frozenset[str]:
+    """The tool names a notice says are gone for the rest of the run."""
+    return frozenset(_REMOVED_LINE.findall(notice or ""))
 
 
 class Action(StrEnum):
     SEARCH = "search"
     READ = "read"
+    WRAP_UP = "wrap_up"  # a model call with no tool call: it works with what it has
     ANSWER = "answer"
     ANSWER_DEGRADED = "answer_degraded"
     GIVE_UP = "give_up"
@@ -32,24 +44,37 @@ class ResearchScript:
     step_budget: int
     rephrase_probability: float
     rng: random.Random
+    # Model calls it takes to finish once the tool is gone (1: it answers on that same step).
+    wrap_up_steps: int = 1
     results: int = 0
     pages_read: int = 0
     last_search_failed: bool = False
+    wrap_up_started_at: int | None = None  # the step at which it stopped asking for the tool
     history: list[Action] = field(default_factory=list)
 
-    def next_action(self, *, step: int, offered: Set[str]) -> Action:
-        action = self._decide(step=step, offered=offered)
+    def __post_init__(self) -> None:
+        if self.wrap_up_steps < 1:
+            raise ValueError("wrap_up_steps must be at least 1")
+
+    def next_action(self, *, step: int, offered: Set[str], notice: str | None = None) -> Action:
+        """The model's next move, given this step's tools array and notice."""
+        action = self._decide(step=step, offered=offered, notice=notice)
         self.history.append(action)
         return action
 
-    def _decide(self, *, step: int, offered: Set[str]) -> Action:
+    def _decide(self, *, step: int, offered: Set[str], notice: str | None) -> Action:
         if self.results >= 2 and self.pages_read >= 2:
             return Action.ANSWER
         if step >= self.step_budget:
             # The last step of the budget: the apology (or the answer, degraded if partial).
             return Action.GIVE_UP
-        if SEARCH not in offered:
-            return Action.ANSWER_DEGRADED
+        searchable = SEARCH in offered and SEARCH not in tools_the_notice_removes(notice)
+        if self.wrap_up_started_at is None and not searchable:
+            self.wrap_up_started_at = step
+        if self.wrap_up_started_at is not None:
+            # Once told the tool is gone it stays gone for this run (the SDK's rule too).
+            done = step - self.wrap_up_started_at + 1 >= self.wrap_up_steps
+            return Action.ANSWER_DEGRADED if done else Action.WRAP_UP
         if self.results > self.pages_read:
             return Action.READ
         if self.last_search_failed and self.rng.random() >= self.rephrase_probability:

@@ -60,7 +60,7 @@ def test_run_page_shows_every_step_and_the_removed_tool(
     expect(page.get_by_role("heading", name=re.compile("Run r-118"))).to_be_visible()
     steps = page.locator("table.steps tbody tr.step")
     expect(steps).to_have_count(14)  # 7 model calls, 6 tool calls, 1 breaker transition
-    expect(page.locator("tr.step-notice")).to_contain_text("removed for the rest of this run")
+    expect(page.locator("tr.step-notice")).to_contain_text("unavailable for the rest of this task")
     expect(page.locator("tr.step-removed")).to_contain_text("Removed")
     expect(page.locator("tr.step-removed")).to_contain_text("run scope")
     removed = page.locator("section[aria-labelledby=removed-title]")

@@ -293,7 +293,10 @@ def test_replays_with_more_runs_than_the_cap_are_sampled() -> None:
     assert comparison.note is not None and "every 4th run by start time" in comparison.note
     for mode in comparison.modes:
         note = json.loads(mode.figure)["layout"]["annotations"][-1]["text"]
-        assert note == f"Showing {mode.shown} of 55 finished runs: every 4th run by start time."
+        assert note.endswith(
+            f"<br>Showing {mode.shown} of 55 finished runs: every 4th run by start time."
+        )
+        assert note.startswith("No run starts after minute 14 of the 22-minute outage")
 
 
 def test_mode_names_in_figures_are_plain_words() -> None:

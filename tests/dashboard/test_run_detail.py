@@ -126,7 +126,7 @@ def test_semantic_strikes_at_the_cap_reach_the_notice_and_a_success_clears_them(
     assert escape(expected) in steps
     assert "No notice from this call on." in steps
     notice_section = html.split('id="notice-title"')[1].split("</section>")[0]
-    assert "Change your approach" not in notice_section
+    assert "no usable answer" not in notice_section
 
 
 def test_worker_scope_transition_from_a_sibling_run_counts(

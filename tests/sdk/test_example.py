@@ -30,7 +30,7 @@ def test_the_notice_appears_when_web_search_is_removed() -> None:
     _, lines = run_example()
     text = "\n".join(lines)
     assert text.index("notice sent to the model") > text.index("step  6:")
-    assert "- web_search (run scope; last error: ToolFailure: 503" in text
+    assert "- web_search: it keeps failing (last error: 503" in text
 
 
 def test_the_model_finishes_early_and_admits_what_it_could_not_do() -> None:

@@ -21,30 +21,32 @@ def test_notice_is_none_while_nothing_is_open() -> None:
     assert breaker.notice() is None
 
 
-def test_notice_names_the_tool_its_scope_and_last_error() -> None:
+def test_notice_names_the_tool_and_last_error_without_breaker_words() -> None:
     breaker = ToolBreaker()
     trip(breaker, "web_search")
     text = breaker.notice()
     assert text is not None
-    assert "- web_search (run scope; last error: ToolFailure: 503 from vendor)" in text
+    assert "- web_search: it keeps failing (last error: 503 from vendor)" in text
+    for jargon in ("scope", "ToolFailure", "breaker", "cooldown", "trial", "half"):
+        assert jargon not in text
 
 
 def test_notice_tells_the_model_to_continue_and_to_admit_degradation() -> None:
     breaker = ToolBreaker()
     trip(breaker, "web_search")
     text = breaker.notice() or ""
-    assert "Continue with the tools that remain" in text
-    assert "cannot be done without them, say so and report what you have" in text
+    assert "Continue with the tools you have" in text
+    assert "cannot be done without them, say so and report what you found" in text
 
 
 def test_notice_exact_text_for_one_removed_tool() -> None:
     breaker = ToolBreaker()
     trip(breaker, "web_search")
     assert breaker.notice() == (
-        "These tools are removed for the rest of this run:\n"
-        "- web_search (run scope; last error: ToolFailure: 503 from vendor)\n"
-        "Continue with the tools that remain. If the task cannot be done without them, "
-        "say so and report what you have."
+        "These tools are unavailable for the rest of this task:\n"
+        "- web_search: it keeps failing (last error: 503 from vendor)\n"
+        "Continue with the tools you have. If the task cannot be done without them, "
+        "say so and report what you found."
     )
 
 
@@ -75,14 +77,23 @@ def test_shorten_keeps_short_text_and_cuts_long_text() -> None:
     assert len(shorten("x" * 300, 10)) == 10
 
 
-def test_semantic_cap_tells_the_model_to_change_its_approach() -> None:
+def test_semantic_cap_tells_the_model_not_to_repeat_the_request() -> None:
     breaker = ToolBreaker()
     for _ in range(3):
         breaker.record_failure("lookup_order", BAD_ARGS)
     assert breaker.notice() == (
-        "Change your approach with lookup_order: 3 calls were rejected for their arguments "
-        "(last error: ToolFailure: 400 unknown field 'sku')."
+        "lookup_order: 3 calls got no usable answer (last: 400 unknown field 'sku'). "
+        "Do not repeat the same request; if there is no answer, say so."
     )
+
+
+def test_semantic_guidance_fits_no_results_as_well_as_bad_arguments() -> None:
+    breaker = ToolBreaker()
+    for _ in range(4):
+        breaker.record_failure("lookup_order", ToolFailure("404 no such order", retryable=False))
+    text = breaker.notice() or ""
+    assert text.startswith("lookup_order: 4 calls got no usable answer (last: 404 no such order)")
+    assert "arguments" not in text
 
 
 def test_semantic_below_the_cap_says_nothing() -> None:
@@ -99,7 +110,7 @@ def test_notice_combines_removed_tools_and_semantic_strikes() -> None:
         breaker.record_failure("lookup_order", BAD_ARGS)
     lines = (breaker.notice() or "").splitlines()
     assert lines[1].startswith("- web_search")
-    assert lines[-1].startswith("Change your approach with lookup_order")
+    assert lines[-1].startswith("lookup_order: 3 calls got no usable answer")
 
 
 def test_a_removed_tool_gets_no_semantic_line() -> None:
@@ -107,7 +118,7 @@ def test_a_removed_tool_gets_no_semantic_line() -> None:
     for _ in range(3):
         breaker.record_failure("web_search", BAD_ARGS)
     trip(breaker, "web_search")
-    assert "Change your approach" not in (breaker.notice() or "")
+    assert "no usable answer" not in (breaker.notice() or "")
 
 
 def test_notice_follows_the_latest_semantic_error() -> None:
@@ -118,10 +129,19 @@ def test_notice_follows_the_latest_semantic_error() -> None:
     assert "400 missing id" in (breaker.notice() or "")
 
 
-def test_removal_without_an_error_shows_its_reason() -> None:
-    removal = Removal("web_search", Scope.FLEET, "forced open by an operator: vendor contract")
+def test_an_operators_kill_switch_shows_the_operators_reason() -> None:
+    removal = Removal(
+        "web_search", Scope.FLEET, "forced open by an operator: vendor contract", forced=True
+    )
     text = render_notice([removal], []) or ""
-    assert "- web_search (fleet scope; forced open by an operator: vendor contract)" in text
+    assert "- web_search: switched off by an operator (vendor contract)" in text
+
+
+def test_a_fleet_removal_without_an_error_never_shows_the_fleets_state_text() -> None:
+    removal = Removal("web_search", Scope.FLEET, "cooldown of 30 s elapsed; one trial call")
+    text = render_notice([removal], []) or ""
+    assert "- web_search: failing for other agents right now" in text
+    assert "cooldown" not in text and "trial" not in text
 
 
 def test_render_notice_with_nothing_is_none() -> None:

@@ -41,7 +41,7 @@ def new_plane(**options: Any) -> ControlPlane:
 
 
 def run_events(plane: ControlPlane, run_id: str, kind: str) -> list[dict[str, Any]]:
-    return [e for e in plane._buffer if e["type"] == kind and e.get("run_id") == run_id]
+    return [e for e in plane.buffered() if e["type"] == kind and e.get("run_id") == run_id]
 
 
 # -- the control plane client: fleet scope ---------------------------------------------------
@@ -62,7 +62,7 @@ def test_a_fleet_tool_the_run_never_offered_never_reaches_it() -> None:
     assert run_events(plane, run.run_id, "breaker.transition") == []
     [finished] = run_events(plane, run.run_id, "run.finished")
     assert finished["degraded"] is False
-    assert all(INJECTION not in str(event) for event in plane._buffer)
+    assert all(INJECTION not in str(event) for event in plane.buffered())
 
 
 def test_a_run_that_offers_a_tool_of_that_exact_name_loses_it_and_is_told() -> None:
@@ -73,7 +73,7 @@ def test_a_run_that_offers_a_tool_of_that_exact_name_loses_it_and_is_told() -> N
 
     assert run.available(tools) == tools[1:]
     notice = run.notice() or ""
-    assert "web_search (fleet scope" in notice and INJECTION not in notice
+    assert "- web_search: failing for other agents right now" in notice and INJECTION not in notice
     assert set(run.removals()) == {"web_search"}
     [removal] = run_events(plane, run.run_id, "breaker.transition")
     assert (removal["tool"], removal["scope"], removal["state"]) == ("web_search", "fleet", "open")
@@ -160,4 +160,4 @@ def test_a_runs_own_breaker_needs_no_offer() -> None:
     run = plane.start_run(agent="research")
     for _ in range(2):
         run.record_failure("web_search", ToolFailure("503"))
-    assert "web_search (run scope" in (run.notice() or "")
+    assert "- web_search: it keeps failing (last error: 503)" in (run.notice() or "")

@@ -174,11 +174,12 @@ def test_semantic_cap_is_three_and_never_removes_the_tool() -> None:
     assert not breaker.is_open("lookup")
 
 
-def test_semantic_count_stays_at_the_cap() -> None:
+def test_semantic_count_goes_on_past_the_cap() -> None:
     breaker = ToolBreaker()
     for _ in range(9):
         breaker.record_failure("lookup", BAD_ARGS)
-    assert breaker.semantic_strikes()[0].count == 3
+    assert breaker.semantic_strikes()[0].count == 9
+    assert "lookup: 9 calls got no usable answer" in (breaker.notice() or "")
 
 
 def test_a_success_clears_the_semantic_count() -> None:

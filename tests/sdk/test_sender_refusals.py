@@ -95,7 +95,7 @@ def new_plane(url: str, **options: Any) -> ControlPlane:
 
 
 def event_ids(plane: ControlPlane) -> list[str]:
-    return [event["id"] for event in plane._buffer]
+    return [event["id"] for event in plane.buffered()]
 
 
 # -- refusals ---------------------------------------------------------------------------------

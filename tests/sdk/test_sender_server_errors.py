@@ -125,7 +125,7 @@ def play_run(plane: ControlPlane, *, calls: int = 12) -> None:
 
 
 def buffered(plane: ControlPlane) -> Events:
-    return list(plane._buffer)
+    return plane.buffered()
 
 
 # -- a server error on one kind of event -----------------------------------------------------

@@ -120,7 +120,7 @@ class RunBreakerMachine(RuleBasedStateMachine):
         text = self.breaker.notice()
         assert (text is None) == (not self.model.open and not self.model.capped())
         for tool in self.model.open:
-            assert f"- {tool} (run scope" in (text or "")
+            assert f"- {tool}: it keeps failing (last error: " in (text or "")
 
 
 TestRunBreakerAgainstModel = RunBreakerMachine.TestCase

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +12,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from breakers.outage_replay import (
+    REPLAY_SERVER_SETTINGS,
     ReplayError,
     check_control_plane,
     format_table,
     replay_token,
+    server_settings,
+    server_settings_warnings,
     simulate_modes,
 )
+from runs.simulation.replay import RunRecord
 from runs.simulation.scenario import MODES, Scenario
 
 
@@ -35,12 +41,37 @@ class Command(BaseCommand):
         parser.add_argument("--baseline-runs", type=int, default=40)
         parser.add_argument("--tail-runs", type=int, default=60)
         parser.add_argument("--seed", type=int, default=Scenario.seed)
+        parser.add_argument(
+            "--wrap-up-steps",
+            type=int,
+            default=Scenario.wrap_up_steps,
+            help="model calls a run takes to finish once web_search is gone (an assumption)",
+        )
+        parser.add_argument(
+            "--fleet-sync",
+            choices=["push", "poll"],
+            default="push",
+            help="agents learn the fleet state by long-poll (push) or by polling only",
+        )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
+        parser.add_argument(
+            "--print-server-env",
+            action="store_true",
+            help="print the control plane's settings for --speed (shell syntax) and exit",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["speed"] <= 0 or options["runs"] < 1 or options["workers"] < 1:
             raise CommandError("--speed, --runs and --workers must be positive")
+        if options["wrap_up_steps"] < 1:
+            raise CommandError("--wrap-up-steps must be at least 1")
+        if options["print_server_env"]:
+            env = {**server_settings(speed=options["speed"]), **REPLAY_SERVER_SETTINGS}
+            for name, value in env.items():
+                self.stdout.write(f"export {name}={value}")
+            return
         scenario = Scenario(
+            wrap_up_steps=options["wrap_up_steps"],
             runs_in_window=options["runs"],
             workers=options["workers"],
             window_s=options["window_minutes"] * 60,
@@ -53,8 +84,12 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Replaying {scenario.runs_in_window} runs in a {scenario.window_s / 60:g}-minute "
             f"outage, modes {', '.join(modes)}, at {options['speed']:g}x "
-            f"(about {real_seconds:.0f} s) against {options['url']}"
+            f"(about {real_seconds:.0f} s) against {options['url']}; the model takes "
+            f"{scenario.wrap_up_steps} step(s) to finish without web_search"
         )
+        for warning in server_settings_warnings(speed=options["speed"]):
+            self.stderr.write(f"warning: {warning}")
+        progress = Progress(self.stdout.write, total=len(scenario.run_starts()))
         try:
             with replay_token() as (token, raw):
                 check_control_plane(url=options["url"], token=raw)
@@ -65,7 +100,9 @@ class Command(BaseCommand):
                     url=options["url"],
                     token=token,
                     raw_token=raw,
-                    on_run=None,
+                    on_run=progress.run_done,
+                    on_mode=progress.mode_started,
+                    fleet_push=options["fleet_sync"] == "push",
                 )
         except ReplayError as error:
             raise CommandError(str(error)) from None
@@ -81,3 +118,29 @@ def vars_of(scenario: Scenario) -> dict[str, Any]:
     return {
         k: (str(v) if not isinstance(v, (int, float)) else v) for k, v in vars(scenario).items()
     }
+
+
+class Progress:
+    """One line per mode every tenth of its runs: mode, runs done, real seconds elapsed."""
+
+    def __init__(self, write: Any, *, total: int) -> None:
+        self.write = write
+        self.total = total
+        self.lock = threading.Lock()
+        self.mode = ""
+        self.done = 0
+        self.started = time.monotonic()
+
+    def mode_started(self, mode: str) -> None:
+        with self.lock:
+            self.mode, self.done, self.started = mode, 0, time.monotonic()
+        self.write(f"{mode}: started")
+
+    def run_done(self, mode: str, record: RunRecord) -> None:
+        with self.lock:
+            self.done += 1
+            if self.done == self.total or self.done % max(1, self.total // 10) == 0:
+                self.write(
+                    f"  {mode}: {self.done}/{self.total} runs done, "
+                    f"{time.monotonic() - self.started:.0f} s elapsed"
+                )

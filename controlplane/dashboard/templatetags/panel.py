@@ -235,7 +235,14 @@ def cause_text(kind: str, cause: object) -> str:
         )
     if kind == "cooldown":
         seconds = int(data.get("cooldown_ms") or 0) / 1000
-        return f"cooldown of {seconds:g} s elapsed; one trial by {data.get('trial') or 'lease'}"
+        if data.get("trial") == "probe":
+            return f"cooldown of {seconds:g} s elapsed; one trial by the probe"
+        # Half-open can last: nothing happens until an agent that uses the fleet breaker asks
+        # for the trial lease (agents limited to run or worker scope never do).
+        return (
+            f"cooldown of {seconds:g} s elapsed; waiting for one trial call, made by the first "
+            "agent using the fleet breaker that takes the trial lease"
+        )
     if kind == "trial":
         holder = str(data.get("holder") or "")
         who = "the probe" if holder == "probe" else f"worker {data.get('worker') or holder}"

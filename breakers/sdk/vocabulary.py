@@ -1,0 +1,65 @@
+"""The one definition of the words agents and the control plane share (DESIGN.md contract).
+
+The server's model choices and ingest schemas are derived from these enums, so a new outcome,
+state or scope is added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "AUTOMATIC_STATES",
+    "FINISHED_STATUSES",
+    "OUTCOMES",
+    "SCOPES",
+    "STATES",
+    "Outcome",
+    "RunStatus",
+    "Scope",
+    "State",
+]
+
+
+class Outcome(StrEnum):
+    """What one exhausted tool call came to (contract strings)."""
+
+    SUCCESS = "success"
+    RETRYABLE = "retryable"  # transport failure: timeout, connection error, 5xx, 429 after retries
+    SEMANTIC = "semantic"  # rejected for its arguments, e.g. a 400: says nothing about health
+    BLOCKED = "blocked"  # refused by a breaker without reaching the vendor; never counted
+
+
+class State(StrEnum):
+    """Breaker states (contract strings). The forced ones are only ever set by the fleet."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+    FORCED_OPEN = "forced_open"
+    FORCED_CLOSED = "forced_closed"
+
+
+class Scope(StrEnum):
+    """Where a breaker's state lives, so who pays to discover an outage."""
+
+    RUN = "run"
+    WORKER = "worker"
+    FLEET = "fleet"
+
+
+class RunStatus(StrEnum):
+    """How a run ends (`Run.finish(status=...)`, the `run.finished` event)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# Plain strings (not enum members), for Literal types and JSON.
+OUTCOMES: tuple[str, ...] = tuple(member.value for member in Outcome)
+STATES: tuple[str, ...] = tuple(member.value for member in State)
+# What a breaker does on its own; the forced states are operator actions on the fleet.
+AUTOMATIC_STATES: tuple[str, ...] = (State.CLOSED.value, State.OPEN.value, State.HALF_OPEN.value)
+SCOPES: tuple[str, ...] = tuple(member.value for member in Scope)
+FINISHED_STATUSES: tuple[str, ...] = tuple(member.value for member in RunStatus)

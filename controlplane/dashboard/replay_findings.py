@@ -1,0 +1,212 @@
+"""What an outage replay batch shows, in sentences computed from its figures, and what it assumes.
+
+The Outages page and the incident page print these instead of fixed claims, so a page never
+says more than its own numbers do (docs/decisions.md, issue 14).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controlplane.dashboard.economics import TIMES, OutageComparison
+from runs.queries import IncidentMeasures
+from runs.simulation.scenario import Scenario
+
+__all__ = (
+    "ReplayFindings",
+    "SensitivityRow",
+    "incident_findings",
+    "replay_findings",
+)
+
+REMOVAL_MODES = ("run", "worker", "fleet")
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    mode: str
+    cells: list[tuple[int, float, str]]  # (wrap-up steps, spend $, share of none's spend)
+
+
+@dataclass(frozen=True)
+class ReplayFindings:
+    findings: list[str]
+    assumptions: list[str]
+    wrap_up_steps: int | None  # what the replay's model was told to take; None: before issue 14
+    sensitivity: list[SensitivityRow]
+    floors: list[tuple[int, str]]  # (wrap-up steps, least share of none's spend)
+    paused_s: float = 0.0  # real seconds the batch's clock waited for the control plane
+
+
+def _summary(replay: Any) -> Mapping[str, Any]:
+    return replay.summary if isinstance(replay.summary, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _pct(part: float, whole: float) -> str:
+    share = part / whole * 100
+    return f"{share:.1f}%" if share < 9.95 else f"{share:.0f}%"
+
+
+def _change(before: float, after: float) -> str:
+    if before == 0:
+        return "did not change" if after == 0 else f"went from $0 to ${after:,.2f}"
+    change = (after - before) / before * 100
+    if abs(change) < 0.5:
+        return "did not change"
+    return f"{'rose' if change > 0 else 'fell'} by {abs(change):.0f}%"
+
+
+def _factor(before: float, after: float) -> str:
+    if before <= 0 or after <= 0:
+        return "no"
+    ratio = before / after
+    if ratio >= 1:
+        return f"{ratio:.1f}{TIMES} faster" if ratio < 9.95 else f"{ratio:.0f}{TIMES} faster"
+    return f"{1 / ratio:.1f}{TIMES} slower"
+
+
+def replay_findings(comparison: OutageComparison) -> ReplayFindings:
+    """Sentences and the sensitivity table from one batch's summaries (the command's figures)."""
+    summaries = {m.replay.mode: _summary(m.replay) for m in comparison.modes}
+    scenario = comparison.batch.first.scenario
+    scenario = scenario if isinstance(scenario, dict) else {}
+    spend = {mode: _number(s.get("model_spend_usd")) for mode, s in summaries.items()}
+    calls = {mode: _number(s.get("web_search_calls")) for mode, s in summaries.items()}
+    runs = {mode: _number(s.get("runs")) for mode, s in summaries.items()}
+    durations = {mode: _number(s.get("mean_run_duration_s")) for mode, s in summaries.items()}
+    findings: list[str] = []
+    none_spend = spend.get("none")
+    if none_spend and durations.get("none") and "fail-fast" in summaries:
+        ff_spend, ff_duration = spend.get("fail-fast"), durations.get("fail-fast")
+        if ff_spend is not None and ff_duration:
+            findings.append(
+                f"Failing fast (fail-fast) made outage-window runs "
+                f"{_factor(durations['none'] or 0, ff_duration)} than no breaker, and total model "
+                f"spend {_change(none_spend, ff_spend)} (${none_spend:,.2f} to ${ff_spend:,.2f})."
+            )
+    for mode in REMOVAL_MODES:
+        mine, vendor = spend.get(mode), calls.get(mode)
+        if none_spend and mine is not None and vendor is not None:
+            findings.append(
+                f"Mode {mode} spent {_pct(mine, none_spend)} of mode none's model spend "
+                f"(${mine:,.2f} against ${none_spend:,.2f}) and sent {vendor:,.0f} calls to the "
+                f"failing vendor (none: {calls.get('none') or 0:,.0f})."
+            )
+    ff, fleet = spend.get("fail-fast"), spend.get("fleet")
+    if ff and fleet is not None:
+        findings.append(
+            f"Removing the tool is worth ${ff - fleet:,.2f} here: fleet and fail-fast use the "
+            f"same fleet breaker and differ only in removing the tool instead of refusing it "
+            f"(fleet spent {_pct(fleet, ff)} of fail-fast's ${ff:,.2f})."
+        )
+    wrap_up = _number(scenario.get("wrap_up_steps"))
+    steps = int(wrap_up) if wrap_up is not None else None
+    fleet_summary = summaries.get("fleet", {})
+    floor = _number((fleet_summary.get("floor_spend_by_wrap_up_steps") or {}).get(str(steps)))
+    if none_spend and fleet is not None and floor is not None and steps is not None:
+        findings.append(
+            f"With a model that takes {steps} step{'s' if steps != 1 else ''} to finish without "
+            f"the tool, these runs could not cost less than {_pct(floor, none_spend)} of mode "
+            f"none even if every one lost the tool at its first step; fleet's "
+            f"{_pct(fleet, none_spend)} is what detection adds above that floor."
+        )
+    sensitivity = []
+    for mode in REMOVAL_MODES:
+        table = summaries.get(mode, {}).get("spend_by_wrap_up_steps")
+        if not isinstance(table, dict) or not none_spend:
+            continue
+        cells = []
+        for key, value in sorted(table.items(), key=lambda item: int(item[0])):
+            usd = _number(value)
+            if usd is not None and str(key).isdigit():
+                cells.append((int(key), usd, _pct(usd, none_spend)))
+        if cells:
+            sensitivity.append(SensitivityRow(mode=mode, cells=cells))
+    floors = []
+    floor_table = fleet_summary.get("floor_spend_by_wrap_up_steps")
+    if isinstance(floor_table, dict) and none_spend:
+        for key, value in sorted(floor_table.items(), key=lambda item: int(item[0])):
+            usd = _number(value)
+            if usd is not None:
+                floors.append((int(key), _pct(usd, none_spend)))
+    return ReplayFindings(
+        findings=findings,
+        assumptions=_assumptions(scenario, steps, runs.get("none")),
+        wrap_up_steps=steps,
+        sensitivity=sensitivity,
+        floors=floors,
+        paused_s=sum(_number(s.get("paused_real_s")) or 0.0 for s in summaries.values()),
+    )
+
+
+def _assumptions(scenario: Mapping[str, Any], steps: int | None, runs: float | None) -> list[str]:
+    story = Scenario.from_record(scenario)
+    value = lambda name: getattr(story, name)  # noqa: E731
+    budget = story.step_budget
+    wrap = (
+        f"Once the tool is gone the model takes {steps} model call{'s' if steps != 1 else ''} "
+        "to finish with what it has (--wrap-up-steps; 1 means it answers on that same step)."
+        if steps is not None
+        else "This replay predates --wrap-up-steps: its model answered on the very step it "
+        "lost the tool (1 step), the cheapest possible assumption."
+    )
+    return [
+        "The model is scripted, not a paid LLM. It reads what it is sent: it calls web_search "
+        "only when web_search is in that step's tools array and the notice does not say it is "
+        "gone.",
+        f"While the vendor is down every web_search call fails after "
+        f"{value('failing_attempts')} HTTP attempts and {value('failing_call_s'):g} s. After a "
+        f"failure the model re-phrases and searches again on "
+        f"{value('rephrase_probability'):.0%} of its steps (it re-reads a page otherwise), until "
+        f"its {budget}-step budget ends.",
+        "A fail-fast refusal is read exactly like a failure: the model retries. A model that "
+        "gave up on a refusal would make fail-fast cheaper, so the fail-fast row is the most "
+        "that removing the tool can be worth against a plain breaker.",
+        wrap,
+        f"Every model call costs the same in every mode: {value('base_input_tokens'):,} input "
+        f"tokens plus {value('input_tokens_per_step'):,} per earlier step, "
+        f"{value('output_tokens')} output, at ${value('usd_per_million_input')} and "
+        f"${value('usd_per_million_output')} per million; a full {budget}-step run costs about "
+        f"${story.run_cost(budget):.2f}.",
+        f"Runs start evenly through the window{f' ({runs:,.0f} of them)' if runs else ''}, early "
+        "enough to finish inside it with every search failing, as the story's runs did; later "
+        "runs belong to the recovery after the vendor comes back.",
+    ]
+
+
+def incident_findings(*, during: IncidentMeasures, before: IncidentMeasures) -> list[str]:
+    """The incident page's sentences: its own table's figures, in words."""
+    sentences = []
+    if during.runs and before.runs:
+        per_run_now = float(during.model_spend_usd) / during.runs
+        per_run_before = float(before.model_spend_usd) / before.runs
+        sentences.append(
+            f"Model spend per affected run {_change(per_run_before, per_run_now)} "
+            f"(${per_run_before:,.2f} before, ${per_run_now:,.2f} during)."
+        )
+    elif during.runs:
+        sentences.append("No run reached for the tool in the same length of time before it.")
+    if during.tool_calls:
+        share = during.blocked / during.tool_calls
+        sentences.append(
+            f"{during.vendor_calls:,} calls reached the vendor during the incident "
+            f"({before.vendor_calls:,} before); {share:.0%} of the calls the models asked for were "
+            "refused by a breaker without reaching it."
+        )
+    if during.blocked and during.runs:
+        sentences.append(
+            "Refused calls are cheap in time only: each was still asked for by a model call "
+            "that is paid for."
+        )
+    return sentences

@@ -1,0 +1,95 @@
+"""A local MCP server whose tools fail on command, for the gateway tests and benchmark.
+
+    python -m tests.mcp.flaky_server --state STATE.json [--http PORT] [--name NAME]
+
+Each `tools/call` reads the tool's mode from STATE.json (`{"web_search": "fail"}`; a missing
+tool or file means "ok") and appends one line to STATE.json.calls, so a test can tell whether a
+call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), semantic (isError
+"no results"), raise (a JSON-RPC error), hang (never answers), exit (the process dies), announce
+(answer, after telling the client its tool list changed). `"_extra": "a,b"` lists more tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+TOOLS = ("web_search", "fetch_page", "echo")
+
+
+def build_server(state: Path, name: str) -> Server[Any]:
+    calls = state.with_name(state.name + ".calls")
+
+    def mode(tool: str, default: str = "ok") -> str:
+        try:
+            return str(json.loads(state.read_text()).get(tool, default))
+        except FileNotFoundError:
+            return default
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=tool, description=f"{tool} from {name}", input_schema=schema)
+                for tool in (*TOOLS, *filter(None, mode("_extra", "").split(",")))
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        with calls.open("a") as log:
+            log.write(params.name + "\n")
+        current = mode(params.name)
+        text = str((params.arguments or {}).get("text", ""))
+        if current == "fail":
+            return _error("upstream said: 503 Service Unavailable")
+        if current == "semantic":
+            return _error(f"no results for {text!r}")
+        if current == "raise":
+            raise MCPError(types.INTERNAL_ERROR, "the search backend crashed")
+        if current == "hang":
+            await anyio.sleep_forever()
+        if current == "exit":
+            os._exit(1)
+        if current == "announce":
+            await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name}:{text}")])
+
+    return Server(name, version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--name", default="flaky")
+    parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
+    args = parser.parse_args()
+    server = build_server(args.state, args.name)
+    if args.http:
+        import uvicorn
+
+        app = server.streamable_http_app()
+        uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+        return
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()

@@ -28,7 +28,7 @@ from typing import ClassVar, NamedTuple, Protocol
 
 from breakers.sdk.classify import Classifier, ToolFailure, exception_text
 from breakers.sdk.classify import classify as default_classify
-from breakers.sdk.notice import render_notice
+from breakers.sdk.notice import Removal, SemanticStrike, render_notice
 from breakers.sdk.toolsets import StepFilter
 from breakers.sdk.vocabulary import Outcome, Scope, State
 
@@ -84,27 +84,6 @@ def describe_failure(
     else:
         error = "unknown error" if failure is None else str(failure)
     return FailureInfo(verdict.outcome, error, verdict.attempts)
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """Why a tool is out of the tools array: which scope removed it, when, and its last error."""
-
-    tool: str
-    scope: Scope
-    reason: str  # "5 consecutive retryable failures", or an operator's reason
-    last_error: str = ""
-    since: float = 0.0  # the clock of whoever removed it
-    forced: bool = False  # an operator's kill switch: `reason` is theirs
-
-
-@dataclass(frozen=True, slots=True)
-class SemanticStrike:
-    """A tool whose calls keep being rejected for their arguments, in one run."""
-
-    tool: str
-    count: int
-    last_error: str
 
 
 class TransitionCallback(Protocol):

@@ -9,19 +9,42 @@ text. Examples before and after: docs/decisions.md, issue 12.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from breakers.sdk.core import Removal, SemanticStrike
+from breakers.sdk.vocabulary import Scope
 
 __all__ = [
     "CARRY_ON",
     "ERROR_CHARS",
     "FAILING_ELSEWHERE",
     "NO_REPEAT",
+    "Removal",
+    "SemanticStrike",
     "render_notice",
     "shorten",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """Why a tool is out of the tools array: which scope removed it, when, and its last error."""
+
+    tool: str
+    scope: Scope
+    reason: str  # "5 consecutive retryable failures", or an operator's reason
+    last_error: str = ""
+    since: float = 0.0  # the clock of whoever removed it
+    forced: bool = False  # an operator's kill switch: `reason` is theirs
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticStrike:
+    """A tool whose calls keep being rejected for their arguments, in one run."""
+
+    tool: str
+    count: int
+    last_error: str
+
 
 ERROR_CHARS = 200
 

@@ -186,7 +186,7 @@ class ModelCall(models.Model):
 
 
 class Outcome(models.TextChoices):
-    """Tool call outcomes (DESIGN.md contract), spelt once in the SDK."""
+    """Tool call outcomes (contract), spelt once in the SDK."""
 
     SUCCESS = sdk.Outcome.SUCCESS.value
     RETRYABLE = sdk.Outcome.RETRYABLE.value
@@ -237,7 +237,7 @@ class Scope(models.TextChoices):
 
 
 class BreakerState(models.TextChoices):
-    """Breaker states (DESIGN.md contract), spelt once in the SDK."""
+    """Breaker states (contract), spelt once in the SDK."""
 
     CLOSED = sdk.State.CLOSED.value
     OPEN = sdk.State.OPEN.value

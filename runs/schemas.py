@@ -1,4 +1,4 @@
-"""The event contract (DESIGN.md): one pydantic model per event type, the batch and the reply.
+"""The event contract (docs/api.md): one pydantic model per event type, the batch and the reply.
 
 The same models validate each event and document the API in the OpenAPI schema, so the docs cannot
 drift from what is enforced. Events are validated one by one (not as one list) so that a bad event

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from breakers.sdk.core import Outcome, State
+from breakers.sdk.vocabulary import Outcome, State
 
 __all__ = [
     "AGENT_HOLDER_PREFIX",
@@ -38,8 +38,8 @@ OUT_STATES = frozenset({State.OPEN, State.HALF_OPEN, State.FORCED_OPEN})
 
 class Forced(StrEnum):
     NONE = ""
-    OPEN = "forced_open"
-    CLOSED = "forced_closed"
+    OPEN = State.FORCED_OPEN.value
+    CLOSED = State.FORCED_CLOSED.value
 
 
 class TrialMode(StrEnum):

@@ -7,7 +7,7 @@
 
 Worker scope: `WorkerBreakers()` once per process, then `worker.start_run()` per run for a
 `RunBreakers` with the same calls. `classify(error)` says whether a failure counts towards
-opening a breaker. Frameworks: `breakers.sdk.integrations.*`. See DESIGN.md for the contracts.
+opening a breaker. Frameworks: `breakers.sdk.integrations.*`. The contract names: docs/api.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Pure Python with no Django and no I/O: an agent process imports it without settings, and
 `available()` / `record_*()` only ever touch in-process state.
 
-States are the contract strings of DESIGN.md. The transitions of one tool's `Circuit`:
+States are the contract strings of `vocabulary.py`. The transitions of one tool's `Circuit`:
 
     closed    -> open       `threshold` consecutive retryable failures
     open      -> half_open  the cooldown has elapsed and the one trial call is granted

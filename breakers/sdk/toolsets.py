@@ -1,6 +1,6 @@
 """Tool shapes: find a tool's name and filter a tools array without changing its shape.
 
-Shapes understood (DESIGN.md, `available()`):
+Shapes understood by `available()`:
 
 - OpenAI Chat:       {"type": "function", "function": {"name": ...}}
 - OpenAI Responses:  {"type": "function", "name": ...}, and namespace groups

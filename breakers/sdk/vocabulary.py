@@ -1,4 +1,4 @@
-"""The one definition of the words agents and the control plane share (DESIGN.md contract).
+"""The one definition of the words agents and the control plane share (contract: docs/api.md).
 
 The server's model choices and ingest schemas are derived from these enums, so a new outcome,
 state or scope is added here and nowhere else.

@@ -1,4 +1,4 @@
-"""The outage story from DESIGN.md as parameters, and the scripted model's cost model.
+"""The outage story of the README as parameters, and the scripted model's cost model.
 
 Defaults reproduce the story in mode ``none``: 340 runs in a 22-minute window, a 20-step budget,
 5 HTTP attempts and 31 s per failing ``web_search`` call, about $1.20 per run and about 3,700

@@ -112,7 +112,7 @@ def _current_fleet_etag() -> str:
     generation, states = services.fleet_store().snapshot()
     if generation is None:
         return ""  # lost: wake the waiters, whose own fleet_state() rebuilds it
-    version = sum(int(fields["seq"] or 0) for fields in states.values())
+    version = sum(state.seq for state in states.values())
     return services.FleetView(version, generation, {}).etag
 
 

@@ -25,6 +25,8 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from runs.economics import MET_FAILED_THROUGH, MET_HEALTHY, MET_REFUSED_FAST, MET_TOOL_REMOVED
+
 __all__ = (
     "MET_CATEGORIES",
     "MET_FAILED_THROUGH",
@@ -39,11 +41,6 @@ __all__ = (
     "mode_comparison_figure",
 )
 
-# What a run met when it reached for the broken tool (see dashboard.economics for the rules).
-MET_HEALTHY = "healthy tool"
-MET_FAILED_THROUGH = "failed through"
-MET_REFUSED_FAST = "refused fast"
-MET_TOOL_REMOVED = "tool removed"
 MET_CATEGORIES = (MET_HEALTHY, MET_FAILED_THROUGH, MET_REFUSED_FAST, MET_TOOL_REMOVED)
 
 # Okabe-Ito, matched to panel.css: success is green, a retryable failure red, a refusal amber,

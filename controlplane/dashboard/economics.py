@@ -1,47 +1,20 @@
-"""Outage economics: what each run met when a tool broke, what it took and what it cost.
-
-The product's claim is that removing a broken tool saves money while failing fast only saves
-time. These functions read the runs around an incident (or a ``simulate_outage`` replay) and
-put the two measures side by side, each with its own denominator, against a reference:
-
-- an incident is compared with the same length of time just before it (its baseline);
-- a replay mode is compared with mode ``none`` (no breaker) of the same batch of replays, and
-  mode ``none`` itself with its own runs from before the outage.
-
-What a run *met* when it reached for the broken tool (one label per run, first match wins):
-
-1. ``refused fast``: a call was refused by a breaker (outcome ``blocked``): the model was still
-   offered the tool and kept asking for it. Checked first because a fail-fast breaker also
-   reports the run's removal (the SDK took the tool away) while the agent kept offering it.
-2. ``tool removed``: a breaker reported the tool open for this run (any scope).
-3. ``failed through``: a call failed after its retries (outcome ``retryable``).
-4. ``healthy tool``: none of these.
-
-Every query is bounded whatever the table sizes: figures come from aggregates in SQL (exact),
-and the points drawn are at most ``MAX_CHART_RUNS`` runs per chart, every n-th run by start time
-(deterministic, so a reload draws the same points), and the chart says so.
+"""The outage economics charts: an incident's runs and a batch of replays drawn as duration and
+spend side by side (``runs.economics`` computes the figures). Every chart draws a bounded sample.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db.models import (
-    Avg,
     Case,
-    CharField,
-    Count,
-    Exists,
     ExpressionWrapper,
     F,
     IntegerField,
-    OuterRef,
     Q,
     QuerySet,
     Value,
@@ -53,171 +26,28 @@ from django.utils import timezone
 
 from breakers.models import Incident
 from controlplane.dashboard import charts
-from controlplane.dashboard.charts import (
-    MET_FAILED_THROUGH,
-    MET_HEALTHY,
-    MET_REFUSED_FAST,
-    MET_TOOL_REMOVED,
-    ModeBar,
-    RunPoint,
-    Span,
+from controlplane.dashboard.charts import ModeBar, RunPoint, Span
+from runs.economics import (
+    Headline,
+    Period,
+    PeriodStats,
+    ReplayBatch,
+    classified_runs,
+    compare,
+    minutes_since,
+    mode_label,
+    period_stats,
+    recent_replay_batches,
+    replay_periods,
+    replay_speed,
+    runs_reaching_for,
+    usd,
 )
-from runs.models import (
-    BreakerState,
-    OutageReplay,
-    Outcome,
-    ReportedTransition,
-    Run,
-    ToolCall,
-    Worker,
-)
-from runs.queries import runs_affected
-from runs.simulation.scenario import MODES, Scenario
+from runs.models import OutageReplay, Run, Worker
+from runs.simulation.scenario import Scenario
 from runs.simulation.script import SEARCH
 
 MAX_CHART_RUNS = 5_000
-MAX_REPLAYS_LISTED = 200
-# simulate_outage plays its modes one after another: a replay that starts within this long of
-# the previous one ending (and repeats no mode) belongs to the same invocation.
-BATCH_GAP = timedelta(minutes=5)
-MAX_REPLAYS_PER_BATCH = 10
-TIMES = "\N{MULTIPLICATION SIGN}"
-
-
-# -- the headline -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PeriodStats:
-    """Finished runs of one period: how many, their mean duration (s) and mean spend ($)."""
-
-    runs: int = 0
-    mean_duration_s: float | None = None
-    mean_spend_usd: float | None = None
-
-
-@dataclass(frozen=True)
-class Headline:
-    """One line computed from the data: "runs got N times faster; model spend per run changed
-    by M%" (with a multiplication sign), or why there is nothing to compare."""
-
-    text: str
-    against: str = ""  # what the runs were compared with; "" when they could not be
-    speedup: float | None = None  # reference mean duration / this one: > 1 is faster
-    spend_change_pct: float | None = None
-
-    @property
-    def compared(self) -> bool:
-        return bool(self.against)
-
-
-def compare(
-    *, during: PeriodStats, reference: PeriodStats | None, against: str, missing: str
-) -> Headline:
-    """The outage window's runs against a reference period (mean per run, each measure with its
-    own denominator). ``missing`` says why there is no reference, when there is none."""
-    if during.runs == 0 or during.mean_duration_s is None:
-        return Headline("No finished runs in the outage window to compare.")
-    if reference is None or reference.runs == 0 or reference.mean_duration_s is None:
-        return Headline(f"No reference to compare against: {missing}.")
-    speed_text, speedup = _speed_text(reference.mean_duration_s, during.mean_duration_s)
-    spend_text, change = _spend_text(reference.mean_spend_usd or 0.0, during.mean_spend_usd or 0.0)
-    return Headline(f"{speed_text}; {spend_text}", against, speedup, change)
-
-
-def _factor(ratio: float) -> str:
-    # "12 times" reads better than "12.3 times"; below 10 the first decimal still matters.
-    return f"{ratio:,.0f}" if ratio >= 9.95 else f"{ratio:.1f}"
-
-
-def _speed_text(reference_s: float, during_s: float) -> tuple[str, float | None]:
-    if during_s <= 0 or reference_s <= 0:
-        if during_s <= 0 and reference_s <= 0:
-            return f"run duration did not change (1.0{TIMES})", 1.0
-        was, now = _seconds(reference_s), _seconds(during_s)
-        return f"run duration went from {was} to {now}", None
-    ratio = reference_s / during_s
-    faster = ratio >= 1
-    factor = _factor(ratio if faster else 1 / ratio)
-    if factor == "1.0":
-        return f"run duration did not change (1.0{TIMES})", ratio
-    return f"runs got {factor}{TIMES} {'faster' if faster else 'slower'}", ratio
-
-
-def _spend_text(reference_usd: float, during_usd: float) -> tuple[str, float | None]:
-    if reference_usd <= 0:
-        if during_usd <= 0:
-            return "model spend per run changed by 0%", 0.0
-        return f"model spend per run went from $0 to ${during_usd:,.4f}", None
-    change = (during_usd - reference_usd) / reference_usd * 100
-    return f"model spend per run changed by {_percent(change)}", change
-
-
-def _percent(change: float) -> str:
-    size = abs(change)
-    digits = f"{size:,.0f}" if size >= 9.95 else f"{size:.1f}".removesuffix(".0")
-    if digits == "0":
-        return "0%"
-    return f"{'+' if change > 0 else '-'}{digits}%"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:,.1f} s"
-
-
-# -- bounded queries ------------------------------------------------------------------------------
-
-
-def _met(tool: str) -> Case:
-    """What the run met with ``tool``, in SQL (one EXISTS per rule, on indexed columns)."""
-    calls = ToolCall.objects.filter(run=OuterRef("pk"), tool=tool)
-    removed = ReportedTransition.objects.filter(
-        run=OuterRef("pk"), tool=tool, state=BreakerState.OPEN
-    )
-    return Case(
-        When(Exists(calls.filter(outcome=Outcome.BLOCKED)), then=Value(MET_REFUSED_FAST)),
-        When(Exists(removed), then=Value(MET_TOOL_REMOVED)),
-        When(Exists(calls.filter(outcome=Outcome.RETRYABLE)), then=Value(MET_FAILED_THROUGH)),
-        default=Value(MET_HEALTHY),
-        output_field=CharField(),
-    )
-
-
-def classified_runs(runs: QuerySet[Run], *, tool: str) -> QuerySet[Any]:
-    """``runs`` with ``met`` annotated: what each one met with ``tool``."""
-    return runs.annotate(met=_met(tool))
-
-
-class _Period(NamedTuple):
-    key: str
-    condition: Q
-    seconds_per_ms: float  # 1/1000, times a replay's speed for simulated seconds
-
-
-def _period_stats(
-    runs: QuerySet[Run], periods: Sequence[_Period]
-) -> tuple[dict[str, PeriodStats], dict[str, int]]:
-    """One aggregate query: per period, the finished runs' count, mean duration and mean spend,
-    and how many runs have not finished (no duration yet, so they are not drawn)."""
-    finished = Q(duration_ms__isnull=False)
-    aggregates: dict[str, Any] = {}
-    for i, period in enumerate(periods):
-        aggregates[f"n{i}"] = Count("pk", filter=finished & period.condition)
-        aggregates[f"d{i}"] = Avg("duration_ms", filter=finished & period.condition)
-        aggregates[f"s{i}"] = Avg("model_spend_usd", filter=finished & period.condition)
-        aggregates[f"u{i}"] = Count("pk", filter=~finished & period.condition)
-    row = runs.aggregate(**aggregates) if aggregates else {}
-    stats: dict[str, PeriodStats] = {}
-    unfinished: dict[str, int] = {}
-    for i, period in enumerate(periods):
-        duration, spend = row[f"d{i}"], row[f"s{i}"]
-        stats[period.key] = PeriodStats(
-            runs=row[f"n{i}"],
-            mean_duration_s=None if duration is None else float(duration) * period.seconds_per_ms,
-            mean_spend_usd=None if spend is None else float(spend),
-        )
-        unfinished[period.key] = row[f"u{i}"]
-    return stats, unfinished
 
 
 @dataclass(frozen=True)
@@ -281,19 +111,6 @@ def sample_runs(
     return Sample(rows=list(values[:cap]), total=total, stride=stride)
 
 
-def _usd(value: Decimal | float | None) -> float:
-    return 0.0 if value is None else float(value)
-
-
-# -- incidents ------------------------------------------------------------------------------------
-
-
-def runs_reaching_for(*, tool_name: str, start: datetime, end: datetime) -> QuerySet[Run]:
-    """Runs that called the tool, or had it removed, in [start, end): the incident page's
-    "runs affected" (runs.queries), over a longer window."""
-    return runs_affected(tool=tool_name, start=start, end=end)
-
-
 @dataclass(frozen=True)
 class IncidentCharts:
     headline: Headline
@@ -322,13 +139,13 @@ def incident_charts(
     # Baseline: runs over before the incident opened. A run that started before but was still
     # going met the incident, as the table's and the Outages page's figures count it.
     before = Q(finished_at__lt=opened)
-    stats, unfinished = _period_stats(
-        runs, [_Period("baseline", before, 0.001), _Period("during", ~before, 0.001)]
+    stats, unfinished = period_stats(
+        runs, [Period("baseline", before, 0.001), Period("during", ~before, 0.001)]
     )
     baseline, during = stats["baseline"], stats["during"]
     sample = sample_runs(runs, tool=tool, total=baseline.runs + during.runs, cap=cap)
     points = [
-        RunPoint(x=started, duration_s=ms / 1000, spend_usd=_usd(spend), met=met)
+        RunPoint(x=started, duration_s=ms / 1000, spend_usd=usd(spend), met=met)
         for started, ms, spend, met in sample.rows
     ]
     span = _length_text(length)
@@ -386,98 +203,6 @@ def _length_text(length: timedelta) -> str:
     return f"{seconds / 86_400:.1f} days".replace(".0 ", " ")
 
 
-# -- outage replays -------------------------------------------------------------------------------
-
-
-def mode_label(mode: str) -> str:
-    """A mode as figures show it: plotly renders some HTML in labels, so anything but the
-    command's own mode names is reduced to plain word characters."""
-    return mode if mode in MODES else re.sub(r"[^\w-]", "?", mode)[:30]
-
-
-def _mode_order(mode: str) -> tuple[int, str]:
-    return (MODES.index(mode) if mode in MODES else len(MODES), mode)
-
-
-def _speed(replay: OutageReplay) -> float:
-    """Real seconds times speed = the story's seconds (a corrupt speed counts as 1)."""
-    speed = replay.speed
-    return speed if speed and math.isfinite(speed) and speed > 0 else 1.0
-
-
-@dataclass(frozen=True)
-class ReplayBatch:
-    """The replays one ``simulate_outage`` invocation made: at most one per mode."""
-
-    replays: tuple[OutageReplay, ...]  # in mode order: none, fail-fast, run, worker, fleet
-
-    @property
-    def key(self) -> int:
-        """The id of its first replay: what the page's ``?batch=`` names."""
-        return self.first.pk
-
-    @property
-    def first(self) -> OutageReplay:
-        return min(self.replays, key=lambda replay: (replay.started_at, replay.pk))
-
-    @property
-    def started_at(self) -> datetime:
-        return self.first.started_at
-
-    @property
-    def finished(self) -> bool:
-        return all(replay.finished_at is not None for replay in self.replays)
-
-    @property
-    def modes(self) -> list[str]:
-        return [replay.mode for replay in self.replays]
-
-    @property
-    def speeds(self) -> list[float]:
-        return sorted({_speed(replay) for replay in self.replays})
-
-
-def _same_invocation(batch: list[OutageReplay], replay: OutageReplay, gap: timedelta) -> bool:
-    last = batch[-1]
-    label, last_label = replay.scenario.get("batch"), last.scenario.get("batch")
-    if label is not None and last_label is not None:
-        return bool(label == last_label)
-    ended = last.finished_at or last.started_at
-    return (
-        replay.mode not in {r.mode for r in batch}
-        and len(batch) < MAX_REPLAYS_PER_BATCH
-        and replay.started_at - ended <= gap
-    )
-
-
-def group_replays(
-    replays: Iterable[OutageReplay], *, gap: timedelta = BATCH_GAP
-) -> list[ReplayBatch]:
-    """Replays grouped by the invocation that made them, newest batch first.
-
-    The command plays its modes one after another, so a replay joins the one before it when it
-    started within ``gap`` of that one's end and its mode is not in the batch yet. (A ``batch``
-    key in both replays' ``scenario``, when the command writes one, decides instead.)
-    """
-    ordered = sorted(replays, key=lambda replay: (replay.started_at, replay.pk))
-    groups: list[list[OutageReplay]] = []
-    for replay in ordered:
-        if groups and _same_invocation(groups[-1], replay, gap):
-            groups[-1].append(replay)
-        else:
-            groups.append([replay])
-    batches = [
-        ReplayBatch(tuple(sorted(group, key=lambda replay: _mode_order(replay.mode))))
-        for group in groups
-    ]
-    return batches[::-1]
-
-
-def recent_replay_batches(*, limit: int = MAX_REPLAYS_LISTED) -> list[ReplayBatch]:
-    """The batches among the newest ``limit`` replays (one query)."""
-    return group_replays(OutageReplay.objects.order_by("-started_at", "-pk")[:limit])
-
-
 def mode_bar(replay: OutageReplay) -> ModeBar | None:
     """The replay's summary as bars, or None while it has none (running, or it failed)."""
     summary: dict[str, Any] = replay.summary if isinstance(replay.summary, dict) else {}
@@ -513,7 +238,7 @@ class ModeChart:
     def window_minutes(self) -> float:
         replay = self.replay
         seconds = (replay.outage_ended_at - replay.outage_started_at).total_seconds()
-        return seconds * _speed(replay) / 60
+        return seconds * replay_speed(replay) / 60
 
 
 @dataclass(frozen=True)
@@ -525,21 +250,6 @@ class OutageComparison:
     shown: int
     total: int
     note: str | None
-
-
-def _minutes_since(replay: OutageReplay, moment: datetime) -> float:
-    return (moment - replay.started_at).total_seconds() * _speed(replay) / 60
-
-
-def _replay_periods(replay: OutageReplay) -> list[_Period]:
-    mine = Q(worker__worker_id__startswith=replay.worker_prefix)
-    scale = _speed(replay) / 1000
-    start, end = replay.outage_started_at, replay.outage_ended_at
-    return [
-        _Period(f"{replay.pk}:baseline", mine & Q(started_at__lt=start), scale),
-        _Period(f"{replay.pk}:outage", mine & Q(started_at__gte=start, started_at__lt=end), scale),
-        _Period(f"{replay.pk}:after", mine & Q(started_at__gte=end), scale),
-    ]
 
 
 def _replay_headline(
@@ -585,8 +295,8 @@ def outage_comparison(
     for replay in replays:
         prefixes |= Q(worker_id__startswith=replay.worker_prefix)
     runs = Run.objects.filter(worker__in=Worker.objects.filter(prefixes).values("pk"))
-    periods = [period for replay in replays for period in _replay_periods(replay)]
-    flat, unfinished = _period_stats(runs, periods)
+    periods = [period for replay in replays for period in replay_periods(replay)]
+    flat, unfinished = period_stats(runs, periods)
     stats = {
         replay.pk: {name: flat[f"{replay.pk}:{name}"] for name in ("baseline", "outage", "after")}
         for replay in replays
@@ -608,9 +318,9 @@ def outage_comparison(
             continue
         points[owner.pk].append(
             RunPoint(
-                x=_minutes_since(owner, started),
-                duration_s=ms / 1000 * _speed(owner),
-                spend_usd=_usd(spend),
+                x=minutes_since(owner, started),
+                duration_s=ms / 1000 * replay_speed(owner),
+                spend_usd=usd(spend),
                 met=met,
                 group=mode_label(owner.mode),
             )
@@ -621,7 +331,7 @@ def outage_comparison(
     spend_max = max((p.spend_usd for p in all_points), default=0.0)
     x_max = max(
         [float(p.x) for p in all_points if isinstance(p.x, float)]
-        + [_minutes_since(r, r.outage_ended_at) for r in replays]
+        + [minutes_since(r, r.outage_ended_at) for r in replays]
     )
     none = next((stats[r.pk] for r in replays if r.mode == "none"), None)
     unfinished_total = sum(unfinished.values())
@@ -635,11 +345,11 @@ def outage_comparison(
         figure = charts.duration_and_spend_figure(
             points=points[replay.pk],
             outage=Span(
-                _minutes_since(replay, replay.outage_started_at),
-                _minutes_since(replay, replay.outage_ended_at),
+                minutes_since(replay, replay.outage_started_at),
+                minutes_since(replay, replay.outage_ended_at),
                 "outage",
             ),
-            baseline=Span(0.0, _minutes_since(replay, replay.outage_started_at), "baseline"),
+            baseline=Span(0.0, minutes_since(replay, replay.outage_started_at), "baseline"),
             title=f"Mode {mode_label(replay.mode)}: run duration and model spend per run",
             headline=(
                 f"Outage-window runs against {headline.against}: {headline.text}"

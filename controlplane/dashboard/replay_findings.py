@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.dashboard.economics import TIMES, OutageComparison
+from controlplane.dashboard.economics import OutageComparison
+from runs.economics import TIMES
 from runs.queries import IncidentMeasures
 from runs.simulation.scenario import Scenario
 

@@ -15,17 +15,19 @@ from controlplane.dashboard.charts import (
     MET_TOOL_REMOVED,
 )
 from controlplane.dashboard.economics import (
+    incident_charts,
+    mode_bar,
+    outage_comparison,
+    sample_runs,
+)
+from runs.economics import (
     TIMES,
     PeriodStats,
     classified_runs,
     compare,
     group_replays,
-    incident_charts,
-    mode_bar,
     mode_label,
-    outage_comparison,
     recent_replay_batches,
-    sample_runs,
 )
 from runs.models import OutageReplay, Run
 from tests.dashboard.factories import (

@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from controlplane.dashboard.economics import TIMES, ReplayBatch, outage_comparison
+from controlplane.dashboard.economics import outage_comparison
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
+from runs.economics import TIMES, ReplayBatch
 from runs.models import OutageReplay
 from runs.queries import IncidentMeasures
 from runs.simulation.scenario import Scenario

@@ -16,18 +16,28 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from breakers.sdk.notice import HEADER as NOTICE_HEADER
+
 __all__ = ("Action", "ResearchScript", "tools_the_notice_removes")
 
 SEARCH = "web_search"
 READ = "read_page"
-# The SDK's notice lists each removed tool as "- <name> (<scope> scope; ...)"
+# The SDK's notice lists each removed tool as "- <name>: <why>" under its header
 # (breakers/sdk/notice.py); the model reads those lines, nothing else of it.
-_REMOVED_LINE = re.compile(r"^- (\S+) \(", re.MULTILINE)
+_REMOVED_LINE = re.compile(r"- (\S+?): ")
 
 
 def tools_the_notice_removes(notice: str | None) -> frozenset[str]:
     """The tool names a notice says are gone for the rest of the run."""
-    return frozenset(_REMOVED_LINE.findall(notice or ""))
+    names: set[str] = set()
+    lines = iter((notice or "").splitlines())
+    for line in lines:
+        if line == NOTICE_HEADER:
+            for item in lines:
+                if (match := _REMOVED_LINE.match(item)) is None:
+                    break
+                names.add(match.group(1))
+    return frozenset(names)
 
 
 class Action(StrEnum):

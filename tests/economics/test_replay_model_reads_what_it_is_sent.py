@@ -14,6 +14,7 @@ import pytest
 
 from breakers.sdk import ControlPlane
 from breakers.sdk.client import Run
+from breakers.sdk.worker import RunBreakers
 from runs.simulation.replay import (
     SCOPES_BY_MODE,
     RunRecord,
@@ -77,7 +78,8 @@ def test_a_tool_left_in_the_tools_array_with_no_notice_reaches_the_vendor(
     plane: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A removal bug: the breaker opens, but the tool is never taken out and nothing is said.
-    monkeypatch.setattr(Run, "available", lambda self, tools: list(tools))
+    # (Run.available is the run's breakers' own method, bound per run: break it there.)
+    monkeypatch.setattr(RunBreakers, "available", lambda self, tools: list(tools))
     monkeypatch.setattr(Run, "notice", lambda self: None)
     record = _one_run(plane, "worker")
     assert record.wrap_up_started_at is None
@@ -89,7 +91,13 @@ def test_the_notice_alone_stops_the_model_asking(
     plane: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The tools array still offers the tool; the notice (the SDK's own) says it is gone.
-    monkeypatch.setattr(Run, "available", lambda self, tools: list(tools))
+    filtered = RunBreakers.available
+
+    def offer_everything(self: RunBreakers, tools: Any) -> list[Any]:
+        filtered(self, tools)  # the run still learns what it offers (its notice needs that)
+        return list(tools)
+
+    monkeypatch.setattr(RunBreakers, "available", offer_everything)
     record = _one_run(plane, "worker")
     assert record.search_calls_failing == DOWN.threshold
     assert record.wrap_up_started_at is not None

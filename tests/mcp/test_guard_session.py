@@ -107,7 +107,7 @@ def test_with_a_control_plane_each_call_is_reported_as_a_run(flaky: Flaky) -> No
             assert flaky.calls("web_search") == 5
 
     anyio.run(scenario)
-    events = list(plane._buffer)
+    events = plane.buffered()
     calls = [e for e in events if e["type"] == "tool.call"]
     assert [e["outcome"] for e in calls] == ["retryable"] * 5 + ["blocked"]
     started = [e for e in events if e["type"] == "run.started"]

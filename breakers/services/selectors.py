@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from breakers.fleet.rules import Forced
@@ -31,6 +32,12 @@ class FleetView:
         return {"version": self.version, "tools": self.tools}
 
 
+def _fleet_entry(state: str, since: datetime | None, reason: str, forced: bool) -> dict[str, Any]:
+    """One tool in ``GET /api/v1/fleet``'s shape."""
+    stamp = since.isoformat(timespec="milliseconds").replace("+00:00", "Z") if since else None
+    return {"state": state, "since": stamp, "reason": reason, "forced": forced}
+
+
 def fleet_state_from_database() -> FleetView:
     """The fleet state as the database mirrors it: the answer when Redis cannot give one."""
     tools: dict[str, dict[str, Any]] = {}
@@ -39,15 +46,8 @@ def fleet_state_from_database() -> FleetView:
         "name", "state", "since", "auto_reason", "forced_reason", "forced", "seq"
     ):
         forced = bool(tool.forced)
-        since = tool.since
-        tools[tool.name] = {
-            "state": tool.state,
-            "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            if since
-            else None,
-            "reason": tool.forced_reason if forced else tool.auto_reason,
-            "forced": forced,
-        }
+        reason = tool.forced_reason if forced else tool.auto_reason
+        tools[tool.name] = _fleet_entry(tool.state, tool.since, reason, forced)
         version += tool.seq
     return FleetView(version, "db", tools)
 
@@ -63,14 +63,7 @@ def fleet_state() -> FleetView:
     version = 0
     for name, tool in states.items():
         since = ms_to_datetime(tool.since)
-        entry: dict[str, Any] = {
-            "state": tool.state.value,
-            "since": since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            if since
-            else None,
-            "reason": tool.reason,
-            "forced": bool(tool.forced),
-        }
+        entry = _fleet_entry(tool.state.value, since, tool.reason, bool(tool.forced))
         if tool.state is State.HALF_OPEN:
             entry["trial"] = tool.trial or store.defaults.trial.value
         tools[name] = entry

@@ -6,6 +6,7 @@ Each test runs against both writers (PostgreSQL's fast path and the portable ORM
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -14,16 +15,9 @@ from pytest_django.fixtures import Settings
 from breakers.models import FleetTransition
 from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
 from runs.schemas import MAX_COUNT
-from tests.ingest.conftest import EVENTS_URL, PostBatch, event
+from tests.ingest.conftest import PostBatch, event
 
 pytestmark = pytest.mark.django_db
-
-
-def _post(client: Client, token: str, body: dict[str, object] | bytes) -> object:
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return client.post(
-        EVENTS_URL, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
-    )
 
 
 @pytest.mark.parametrize("scope", ["run", "worker", "fleet"])
@@ -146,14 +140,14 @@ def test_null_in_a_required_field_is_rejected_naming_the_field(post_batch: PostB
 
 
 def test_event_ids_are_scoped_by_token_so_one_token_cannot_suppress_anothers_events(
-    client: Client, writer: str
+    post_batch: PostBatch, writer: str
 ) -> None:
     _, first = AgentToken.issue(name="team-a")
     _, second = AgentToken.issue(name="team-b")
     events = [event("run.started"), event("tool.call")]
 
-    one = _post(client, first, {"worker_id": "w-1", "events": events}).json()  # type: ignore[attr-defined]
-    two = _post(client, second, {"worker_id": "w-1", "events": events}).json()  # type: ignore[attr-defined]
+    one = post_batch({"worker_id": "w-1", "events": events}, token=first).json()
+    two = post_batch({"worker_id": "w-1", "events": events}, token=second).json()
 
     assert (one["accepted"], two["accepted"], two["duplicates"]) == (2, 2, 0)
     # Same worker id and run id under two tokens: two workers, two runs, nothing squatted.
@@ -162,15 +156,17 @@ def test_event_ids_are_scoped_by_token_so_one_token_cannot_suppress_anothers_eve
     assert ToolCall.objects.count() == 2
 
 
-def test_a_token_bound_to_a_worker_cannot_report_as_another(client: Client) -> None:
+def test_a_token_bound_to_a_worker_cannot_report_as_another(post_batch: PostBatch) -> None:
     _, raw = AgentToken.issue(name="host-3", worker_id="research-worker-3")
 
-    wrong = _post(client, raw, {"worker_id": "made-up", "events": [event("run.started")]})
-    right = _post(client, raw, {"worker_id": "research-worker-3", "events": [event("run.started")]})
+    wrong = post_batch({"worker_id": "made-up", "events": [event("run.started")]}, token=raw)
+    right = post_batch(
+        {"worker_id": "research-worker-3", "events": [event("run.started")]}, token=raw
+    )
 
-    assert wrong.status_code == 403  # type: ignore[attr-defined]
-    assert "bound to worker 'research-worker-3'" in wrong.json()["detail"]  # type: ignore[attr-defined]
-    assert right.status_code == 200  # type: ignore[attr-defined]
+    assert wrong.status_code == 403
+    assert "bound to worker 'research-worker-3'" in wrong.json()["detail"]
+    assert right.status_code == 200
     assert Run.objects.get().worker.worker_id == "research-worker-3"
 
 
@@ -187,35 +183,35 @@ def test_a_bound_token_cannot_take_the_trial_lease_for_a_made_up_worker(client: 
     assert response.status_code == 403
 
 
-def _fail_five(client: Client, token: str, worker: str, run_id: str) -> object:
+def _fail_five(post_batch: PostBatch, token: str, worker: str, run_id: str) -> Any:
     events = [
         event("run.started", run_id=run_id),
         *(event("tool.call", run_id=run_id) for _ in range(5)),
     ]
-    return _post(client, token, {"worker_id": worker, "events": events})
+    return post_batch({"worker_id": worker, "events": events}, token=token)
 
 
 def test_with_a_token_quorum_one_token_cannot_open_a_tool_with_made_up_workers(
-    client: Client, settings: Settings
+    post_batch: PostBatch, settings: Settings
 ) -> None:
     settings.FLEET_QUORUM = "tokens"
-    _, forger = AgentToken.issue(name="one-host")
+    forger_row, forger = AgentToken.issue(name="one-host")
 
-    _fail_five(client, forger, "fake-1", "r-a")
-    reply = _fail_five(client, forger, "fake-2", "r-b").json()  # type: ignore[attr-defined]
+    _fail_five(post_batch, forger, "fake-1", "r-a")
+    reply = _fail_five(post_batch, forger, "fake-2", "r-b").json()
 
     assert reply["fleet"]["tools"]["web_search"]["state"] == "closed"
-    _, other = AgentToken.issue(name="second-host")
-    reply = _fail_five(client, other, "w-2", "r-c").json()  # type: ignore[attr-defined]
+    other_row, other = AgentToken.issue(name="second-host")
+    reply = _fail_five(post_batch, other, "w-2", "r-c").json()
     assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
     cause = FleetTransition.objects.get(tool__name="web_search", to_state="open").cause
-    assert set(cause["workers"]) == {f"token:{t.pk}" for t in AgentToken.objects.all()}
+    assert set(cause["workers"]) == {f"token:{t.pk}" for t in (forger_row, other_row)}
 
 
 def test_with_the_default_quorum_one_shared_token_still_opens_from_two_workers(
-    client: Client, agent_token: str
+    post_batch: PostBatch, agent_token: str
 ) -> None:
-    _fail_five(client, agent_token, "w-1", "r-a")
-    reply = _fail_five(client, agent_token, "w-2", "r-b").json()  # type: ignore[attr-defined]
+    _fail_five(post_batch, agent_token, "w-1", "r-a")
+    reply = _fail_five(post_batch, agent_token, "w-2", "r-b").json()
 
     assert reply["fleet"]["tools"]["web_search"]["state"] == "open"

@@ -13,6 +13,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import re_path
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import HttpError
 from ninja.parser import Parser
@@ -140,6 +141,7 @@ class ControlPlaneAPI(NinjaAPI):
         return [*patterns, re_path(r"^[\s\S]*$", _not_found)], app_name, namespace
 
 
+@csrf_exempt  # else a POST to no route gets the CSRF middleware's HTML 403, not this JSON 404
 def _not_found(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"detail": "Not Found: no such API path"}, status=404)
 

@@ -122,6 +122,16 @@ def test_unknown_tools_and_releasing_an_unforced_tool_are_clear_errors(
     assert not OperatorAction.objects.exists()
 
 
+@pytest.mark.parametrize("action", ["trial", "force-open"])
+def test_a_post_to_a_path_no_route_matches_is_a_json_404(operator_token: str, action: str) -> None:
+    # `path:` does not match a newline, so this reaches the API's catch-all; the CSRF middleware
+    # used to answer it with Django's HTML 403 page (found by the fuzz pass).
+    reply = act(Client(enforce_csrf_checks=True), operator_token, "a%0Ab", action)
+    assert reply.status_code == 404
+    assert reply["Content-Type"] == "application/json"
+    assert reply.json() == {"detail": "Not Found: no such API path"}
+
+
 def test_agent_tokens_and_anonymous_callers_cannot_act(
     client: Client, agent_token: str, known_tool: str
 ) -> None:

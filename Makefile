@@ -12,7 +12,7 @@ OWN := $(BIN)/python scripts/own_services.py --
 # `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
 FUZZ_EXAMPLES ?= 100
 
-.PHONY: venv services browser test fuzz lint typecheck bench demo example sdk clean replay-check
+.PHONY: venv mcp1 services system-packages test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -27,10 +27,18 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 services:
 	@scripts/ensure_services.sh
 
-browser:
-	@scripts/ensure_browser.sh
+system-packages:
+	@scripts/ensure_system_packages.sh
 
-test: venv services browser
+# mcp 1.x in a venv of its own, for the test that checks guard_session against the 1.x API.
+mcp1: $(VENV)-mcp1/.installed
+
+$(VENV)-mcp1/.installed: requirements-mcp1.lock
+	$(PYTHON) -m venv $(VENV)-mcp1
+	$(VENV)-mcp1/bin/python -m pip install --quiet -r requirements-mcp1.lock
+	@touch $@
+
+test: venv mcp1 services system-packages
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
@@ -63,4 +71,4 @@ sdk:
 	$(PYTHON) sdk/backend.py dist
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV)-mcp1 .pytest_cache .mypy_cache .ruff_cache .hypothesis

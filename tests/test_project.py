@@ -66,7 +66,10 @@ def _compose_command() -> list[str] | None:
 def test_compose_file_is_valid() -> None:
     command = _compose_command()
     if command is None:
-        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+        pytest.skip(
+            "neither `docker compose` nor `docker-compose` is installed "
+            "(`make test` installs Debian's docker-compose when it can)"
+        )
     result = subprocess.run(
         [*command, "-f", str(ROOT / "docker-compose.yml"), "config"],
         env={**os.environ, "SECRET_KEY": "compose-validation"},

@@ -46,7 +46,7 @@ def browser() -> Iterator[Browser]:
     if executable is None:
         pytest.skip(
             "browser tests need Debian's chromium: apt-get install chromium "
-            "(`make test` runs scripts/ensure_browser.sh, which installs it when it can)"
+            "(`make test` runs scripts/ensure_system_packages.sh, which installs it when it can)"
         )
     try:
         from playwright.sync_api import sync_playwright

@@ -1,8 +1,7 @@
 """guard_session on the mcp 1.x package, in an interpreter that has it.
 
-The project's venv has mcp 2.x, so this runs only when `MCP1_PYTHON` names a Python with
-`mcp>=1,<2` installed (for example `python3.12 -m venv /tmp/mcp1 && /tmp/mcp1/bin/pip install
-'mcp==1.30.0'`, then `MCP1_PYTHON=/tmp/mcp1/bin/python`).
+The project's venv has mcp 2.x; `make test` builds `.venv-mcp1` with mcp 1.30.0
+(requirements-mcp1.lock) and this runs there. `MCP1_PYTHON` names another interpreter.
 """
 
 from __future__ import annotations
@@ -14,10 +13,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MCP1_PYTHON = os.environ.get("MCP1_PYTHON", "")
+MCP1_PYTHON = os.environ.get("MCP1_PYTHON") or str(ROOT / ".venv-mcp1/bin/python")
 
 
-@pytest.mark.skipif(not MCP1_PYTHON, reason="set MCP1_PYTHON to a Python with mcp 1.x")
+@pytest.mark.skipif(
+    not Path(MCP1_PYTHON).exists(), reason="no Python with mcp 1.x: `make mcp1` builds one"
+)
 def test_guard_session_works_with_mcp_1x_and_the_gateway_refuses_it() -> None:
     done = subprocess.run(
         [MCP1_PYTHON, str(ROOT / "tests/mcp/check_mcp1.py")],

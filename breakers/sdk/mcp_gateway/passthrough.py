@@ -1,0 +1,367 @@
+"""The gateway's light path for `tools/call`: JSON-RPC relayed as plain dicts, not SDK models.
+
+`StdioFront` frames the client's stdin/stdout itself (pipes on the event loop, no thread per
+line) and answers `tools/call` with `answer(params)`; every other message goes to the SDK server.
+`RawLink` wraps an upstream's SDK transport: the gateway sends `tools/call` with its own ids on
+it and takes the reply as a dict; everything else reaches the SDK `Client` unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
+from mcp_types import (
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+__all__ = ["RawLink", "StdioFront", "UnknownTool", "malformed"]
+
+logger = logging.getLogger("breakers.sdk.mcp_gateway")
+
+INVALID_PARAMS = -32602
+_MAX_LINE = 64 * 1024 * 1024  # one JSON-RPC message per line; a tool result can be large
+_CANCEL_TIMEOUT = 1.0  # telling the upstream a call was abandoned must not hold anything up
+
+Answer = Callable[[dict[str, Any], list[float] | None], Awaitable[dict[str, Any]]]
+
+
+class UnknownTool(LookupError):
+    """The client called a name the gateway does not serve: a JSON-RPC invalid-params error."""
+
+
+def malformed(result: Any) -> str | None:
+    """Why `result` is not a CallToolResult a client can read (None: it is one).
+
+    Only the shape a client and the classifier rely on: a `content` list of typed blocks and a
+    boolean `isError`; the blocks themselves are the upstream's business.
+    """
+    if not isinstance(result, dict):
+        return f"the result is a {type(result).__name__}, not an object"
+    content = result.get("content")
+    if not isinstance(content, list):
+        return "the result has no content list"
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return "a content block has no type"
+    if not isinstance(result.get("isError", False), bool):
+        return "isError is not a boolean"
+    return None
+
+
+# -- the upstream side -----------------------------------------------------------------------
+
+
+class RawLink:
+    """An MCP client `Transport` around another one, with a side door for raw `tools/call`.
+
+    Replies to the gateway's own requests (string ids `bp-N`; the SDK session uses integers)
+    are taken off the read stream before the SDK `Client` sees them. The JSON-RPC envelope is
+    still parsed by the SDK transport (pydantic-core, in Rust); the result inside is not.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._context: Any = None
+        self._write: Any = None
+        self._pending: dict[str, MemoryObjectSendStream[Any]] = {}
+        self._count = 0
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        self._context = self._open()
+        streams: tuple[Any, Any] = await self._context.__aenter__()
+        return streams
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        result: bool | None = await self._context.__aexit__(*exc_info)
+        return result
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[tuple[Any, Any]]:
+        async with self._inner as (read, write):
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._pump, read, send)
+                self._write = write
+                try:
+                    yield receive, write
+                finally:
+                    self._write = None
+                    self._fail_pending()
+                    group.cancel_scope.cancel()
+
+    async def _pump(self, read: Any, send: MemoryObjectSendStream[Any]) -> None:
+        try:
+            async with send:
+                async for item in read:
+                    message = getattr(item, "message", None)
+                    if isinstance(message, JSONRPCResponse | JSONRPCError) and isinstance(
+                        message.id, str
+                    ):
+                        slot = self._pending.pop(message.id, None)
+                        if slot is not None:
+                            slot.send_nowait((time.perf_counter(), message))
+                            continue
+                    await send.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            pass  # either side closed: the link is over
+        except Exception:  # the pump must not take the session's task down
+            logger.exception("reading from an upstream failed")
+        finally:
+            self._write = None
+            self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for slot in pending.values():
+            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
+                slot.send_nowait((0.0, ConnectionError("the upstream connection closed")))
+
+    async def call(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
+        """Send `tools/call` with `params` as is; the reply's `result`, unvalidated.
+
+        Raises MCPError for a JSON-RPC error reply, ConnectionError when the link is down or
+        goes down before the reply. `marks` gets the times the request left and the reply came.
+        """
+        write = self._write
+        if write is None:
+            raise ConnectionError("the upstream is not connected")
+        self._count += 1
+        request_id = f"bp-{self._count}"
+        slot, reply = anyio.create_memory_object_stream[Any](1)
+        self._pending[request_id] = slot
+        request = JSONRPCRequest.model_construct(
+            jsonrpc="2.0", id=request_id, method="tools/call", params=params
+        )
+        # What the SDK's session adds to a tools/call (used by the streamable HTTP transport).
+        headers = {MCP_NAME_HEADER: encode_header_value(str(params.get("name", "")))}
+        answered = False
+        try:
+            await write.send(SessionMessage(request, ClientMessageMetadata(headers=headers)))
+            if marks is not None:
+                marks.append(time.perf_counter())
+            replied_at, message = await reply.receive()
+            answered = True
+        finally:
+            if self._pending.pop(request_id, None) is not None and not answered:
+                await self._cancel(write, request_id)
+            slot.close()
+            reply.close()
+        if marks is not None:
+            marks.append(replied_at)
+        if isinstance(message, Exception):
+            raise message
+        if isinstance(message, JSONRPCError):
+            raise MCPError(message.error.code, message.error.message, message.error.data)
+        return message.result
+
+    async def _cancel(self, write: Any, request_id: str) -> None:
+        """The caller gave up (timeout, cancelled): tell the upstream, at most briefly."""
+        note = JSONRPCNotification(
+            jsonrpc="2.0",
+            method="notifications/cancelled",
+            params={"requestId": request_id, "reason": "the gateway stopped waiting"},
+        )
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(_CANCEL_TIMEOUT),
+            contextlib.suppress(Exception),
+        ):
+            await write.send(SessionMessage(note))
+
+
+# -- the client side (stdio) -----------------------------------------------------------------
+
+
+def _request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class StdioFront:
+    """Serves one MCP client on this process's stdin/stdout; `tools/call` never meets the SDK.
+
+    The fast path opens once the handshake has settled on a protocol version of the handshake
+    era (the versions every desktop client speaks today): until then, and for a client of the
+    per-request era, every message goes to the SDK server. While serving, fd 0 reads
+    /dev/null and fd 1 writes to stderr, so stray output cannot corrupt the channel.
+    """
+
+    def __init__(self, answer: Answer, *, timings: list[float] | None = None) -> None:
+        self.answer = answer
+        self.timings = timings  # the gateway's own time per fast call, seconds
+        self.fast = False
+        self._initialize_id: Any = None
+        self._in_flight: dict[Any, anyio.CancelScope] = {}
+        self._writer: asyncio.StreamWriter | None = None
+
+    @staticmethod
+    def usable() -> bool:
+        """stdin and stdout are pipes or terminals (what the event loop can watch)."""
+        import stat
+
+        try:
+            modes = [os.fstat(fd).st_mode for fd in (0, 1)]
+        except OSError:
+            return False
+        return all(stat.S_ISFIFO(m) or stat.S_ISCHR(m) or stat.S_ISSOCK(m) for m in modes)
+
+    async def serve(self, server: Any, options: Any) -> None:
+        wire_in, wire_out = _claim_stdio()
+        try:
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=_MAX_LINE)
+            read_pipe = os.fdopen(wire_in, "rb", buffering=0, closefd=False)
+            write_pipe = os.fdopen(wire_out, "wb", buffering=0, closefd=False)
+            read_transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), read_pipe
+            )
+            write_transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, write_pipe
+            )
+            self._writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+            to_server_send, to_server = anyio.create_memory_object_stream[Any](0)
+            from_server, from_server_receive = anyio.create_memory_object_stream[Any](math.inf)
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._read, reader, to_server_send, group)
+                    group.start_soon(self._write_sdk, from_server_receive)
+                    await server.run(to_server, from_server, options)
+                    group.cancel_scope.cancel()
+            finally:
+                read_transport.close()
+                write_transport.close()
+        finally:
+            _release_stdio(wire_in, wire_out)
+
+    async def _read(
+        self,
+        reader: asyncio.StreamReader,
+        to_server: MemoryObjectSendStream[Any],
+        group: anyio.abc.TaskGroup,
+    ) -> None:
+        async with to_server:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (ValueError, ConnectionError) as exc:  # a line beyond _MAX_LINE, a reset
+                    logger.warning("stdin: %s; closing the session", exc)
+                    return
+                if not line:
+                    return  # the client closed stdin
+                if line.strip():
+                    await self._dispatch(line, to_server, group)
+
+    async def _dispatch(
+        self, line: bytes, to_server: MemoryObjectSendStream[Any], group: anyio.abc.TaskGroup
+    ) -> None:
+        received = time.perf_counter()
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict):
+            method = message.get("method")
+            params = message.get("params")
+            if method == "tools/call" and self.fast and _request_id(message.get("id")):
+                if isinstance(params, dict) and isinstance(params.get("name"), str):
+                    arguments = params.get("arguments")
+                    if arguments is None or isinstance(arguments, dict):
+                        group.start_soon(self._call, message["id"], params, received)
+                        return
+            elif method == "notifications/cancelled" and isinstance(params, dict):
+                scope = self._in_flight.get(params.get("requestId"))
+                if scope is not None:
+                    scope.cancel()  # no answer is sent for a cancelled request
+                    return
+            elif method == "initialize":
+                self._initialize_id = message.get("id")
+        try:  # the SDK's own parse, so its errors are the ones a client would get anyway
+            parsed: Any = SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except Exception as exc:  # noqa: BLE001 - handed to the session, as the SDK does
+            parsed = exc
+        await to_server.send(parsed)
+
+    async def _call(self, request_id: Any, params: dict[str, Any], received: float) -> None:
+        marks: list[float] | None = [] if self.timings is not None else None
+        reply: dict[str, Any]
+        with anyio.CancelScope() as scope:
+            self._in_flight[request_id] = scope
+            try:
+                result = await self.answer(params, marks)
+                reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            except UnknownTool as exc:
+                error = {"code": INVALID_PARAMS, "message": str(exc)}
+                reply = {"jsonrpc": "2.0", "id": request_id, "error": error}
+            finally:
+                self._in_flight.pop(request_id, None)
+        if scope.cancelled_caught:
+            return
+        self._send(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode())
+        if marks is not None and self.timings is not None and len(marks) == 2:
+            # In, up to the upstream's write; the upstream's reply, out to the client's pipe.
+            self.timings.append((marks[0] - received) + (time.perf_counter() - marks[1]))
+        await self._drain()
+
+    async def _write_sdk(self, messages: MemoryObjectReceiveStream[Any]) -> None:
+        async with messages:
+            async for session_message in messages:
+                message = session_message.message
+                if (
+                    isinstance(message, JSONRPCResponse)
+                    and self._initialize_id is not None
+                    and message.id == self._initialize_id
+                ):
+                    self.fast = message.result.get("protocolVersion") in HANDSHAKE_PROTOCOL_VERSIONS
+                self._send(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
+                await self._drain()
+
+    def _send(self, data: bytes) -> None:
+        writer = self._writer
+        if writer is not None and not writer.is_closing():
+            writer.write(data + b"\n")
+
+    async def _drain(self) -> None:
+        writer = self._writer
+        if writer is not None:
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+
+
+def _claim_stdio() -> tuple[int, int]:
+    """Private copies of fds 0 and 1 for the wire; 0 then reads /dev/null, 1 goes to stderr."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    sys.stdout.flush()
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def _release_stdio(wire_in: int, wire_out: int) -> None:
+    for fd, wire in ((0, wire_in), (1, wire_out)):
+        with contextlib.suppress(OSError):
+            os.dup2(wire, fd)
+        with contextlib.suppress(OSError):
+            os.close(wire)

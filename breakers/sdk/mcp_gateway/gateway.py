@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,7 @@ require_mcp()  # before the mcp imports: mcp 1.x would fail them with a less hel
 
 import mcp.types as types  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.stdio import get_default_environment, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.server import Server  # noqa: E402
 from mcp.server.lowlevel.server import NotificationOptions  # noqa: E402
@@ -42,6 +43,7 @@ from breakers.sdk.mcp_gateway.breaking import GatewayBreakers  # noqa: E402
 from breakers.sdk.mcp_gateway.config import GatewayConfig, UpstreamConfig  # noqa: E402
 from breakers.sdk.mcp_gateway.passthrough import (  # noqa: E402
     RawLink,
+    RawStdioLink,
     StdioFront,
     UnknownTool,
     malformed,
@@ -70,12 +72,19 @@ class Upstream:
     so the breaker, not a missing entry, takes them away from the clients.
     """
 
-    def __init__(self, config: UpstreamConfig, *, on_tools: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        *,
+        on_tools: Callable[[], Awaitable[None]],
+        passthrough: bool = True,
+    ) -> None:
         self.config = config
+        self.passthrough = passthrough
         self.name = config.name
         self.tools: list[types.Tool] = []
         self.client: Client | None = None
-        self.link: RawLink | None = None  # the side door tools/call takes, while connected
+        self.link: RawLink | RawStdioLink | None = None  # what tools/call takes, while connected
         self.attempted = anyio.Event()  # the first connection attempt is over (either way)
         self._on_tools = on_tools
         self._wake = anyio.Event()
@@ -162,20 +171,21 @@ class Upstream:
             self._stale = True  # reloaded by the upstream's own task, not this reader
             self._wake.set()
 
-    def _link(self) -> RawLink:
+    def _link(self) -> RawLink | RawStdioLink:
         config = self.config
-        transport: Any
         if config.url:
             http = create_mcp_http_client(headers=config.headers or None)
-            transport = streamable_http_client(config.url, http_client=http)
-        else:
-            params = StdioServerParameters(
-                command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
-            )
-            transport = stdio_client(params)
-        return RawLink(transport)
+            return RawLink(streamable_http_client(config.url, http_client=http))
+        if self.passthrough and sys.platform != "win32":
+            env = get_default_environment() | config.env  # what the SDK's stdio client passes
+            return RawStdioLink(config.command, config.args, env, config.cwd)
+        # The SDK's own transport: on Windows (it spawns a job object), and without passthrough.
+        params = StdioServerParameters(
+            command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
+        )
+        return RawLink(stdio_client(params))
 
-    def _client(self, link: RawLink) -> Client:
+    def _client(self, link: RawLink | RawStdioLink) -> Client:
         # "legacy": the initialize handshake every MCP server speaks, and change notifications
         # on the session itself.
         return Client(
@@ -214,7 +224,10 @@ class Gateway:
         # passthrough replaced; kept to compare with, and as a way out).
         self.passthrough = passthrough
         self.classifier = McpClassifier(config.breaker.retryable_patterns)
-        self.upstreams = [Upstream(c, on_tools=self._tools_changed) for c in config.servers]
+        self.upstreams = [
+            Upstream(c, on_tools=self._tools_changed, passthrough=passthrough)
+            for c in config.servers
+        ]
         self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
         self.tools: dict[str, types.Tool] = {}
         self.offered: frozenset[str] = frozenset()
@@ -281,7 +294,7 @@ class Gateway:
         finally:
             if path and front.timings is not None:
                 with open(path, "w", encoding="utf-8") as out:
-                    out.write("\n".join(f"{t:.9f}" for t in front.timings))
+                    out.writelines(f"{own:.9f} {cpu:.9f}\n" for own, cpu in front.timings)
 
     def http_app(self, host: str) -> Any:
         return self.server.streamable_http_app(host=host)

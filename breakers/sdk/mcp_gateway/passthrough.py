@@ -2,8 +2,9 @@
 
 `StdioFront` frames the client's stdin/stdout itself (pipes on the event loop, no thread per
 line) and answers `tools/call` with `answer(params)`; every other message goes to the SDK server.
-`RawLink` wraps an upstream's SDK transport: the gateway sends `tools/call` with its own ids on
-it and takes the reply as a dict; everything else reaches the SDK `Client` unchanged.
+`RawStdioLink` (a stdio upstream, own framing) and `RawLink` (around the SDK's streamable HTTP
+transport) let the gateway send `tools/call` with its own ids and take the reply as a dict;
+everything else reaches the SDK `Client` as usual.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,11 +36,13 @@ from mcp_types import (
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-__all__ = ["RawLink", "StdioFront", "UnknownTool", "malformed"]
+__all__ = ["RawLink", "RawStdioLink", "StdioFront", "UnknownTool", "malformed"]
 
 logger = logging.getLogger("breakers.sdk.mcp_gateway")
 
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+_EXIT_GRACE = 2.0  # the SDK's: for an upstream to exit after its stdin closes, then per signal
 _MAX_LINE = 64 * 1024 * 1024  # one JSON-RPC message per line; a tool result can be large
 _CANCEL_TIMEOUT = 1.0  # telling the upstream a call was abandoned must not hold anything up
 
@@ -71,20 +75,90 @@ def malformed(result: Any) -> str | None:
 # -- the upstream side -----------------------------------------------------------------------
 
 
-class RawLink:
-    """An MCP client `Transport` around another one, with a side door for raw `tools/call`.
+class _Door:
+    """The raw `tools/call` of a link: ids `bp-N` (an SDK session's are integers), a future per
+    call, resolved by whoever reads the upstream's replies."""
 
-    Replies to the gateway's own requests (string ids `bp-N`; the SDK session uses integers)
-    are taken off the read stream before the SDK `Client` sees them. The JSON-RPC envelope is
-    still parsed by the SDK transport (pydantic-core, in Rust); the result inside is not.
+    def __init__(self) -> None:
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._count = 0
+        self.connected = False
+
+    def _next_id(self) -> tuple[str, asyncio.Future[Any]]:
+        if not self.connected:
+            raise ConnectionError("the upstream is not connected")
+        self._count += 1
+        request_id = f"bp-{self._count}"
+        future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        return request_id, future
+
+    def _resolve(self, request_id: Any, reply: Any) -> bool:
+        future = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
+        if future is None:
+            return False
+        if not future.done():
+            future.set_result((time.perf_counter(), reply))
+        return True
+
+    def _fail_pending(self) -> None:
+        self.connected = False
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_result((0.0, ConnectionError("the upstream connection closed")))
+
+    async def _wait(
+        self, request_id: str, future: asyncio.Future[Any], marks: list[float] | None
+    ) -> Any:
+        """The reply's `result`; MCPError for a JSON-RPC error; cancels the upstream's work
+        when the caller stops waiting."""
+        if marks is not None:
+            marks.append(time.perf_counter())
+        try:
+            replied_at, reply = await future
+        except BaseException:
+            if self._pending.pop(request_id, None) is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_TIMEOUT):
+                    await self._cancel(request_id)
+            raise
+        if marks is not None:
+            marks.append(replied_at)
+        if isinstance(reply, Exception):
+            raise reply
+        error = reply.get("error")
+        if error is not None:
+            if not isinstance(error, dict):
+                raise MCPError(INTERNAL_ERROR, f"a malformed error reply: {str(error)[:200]}")
+            code = error.get("code")
+            raise MCPError(
+                code if isinstance(code, int) else INTERNAL_ERROR,
+                str(error.get("message", ""))[:500],
+                error.get("data"),
+            )
+        return reply.get("result")
+
+    async def _cancel(self, request_id: str) -> None:
+        raise NotImplementedError
+
+
+def _cancelled(request_id: str) -> dict[str, Any]:
+    params = {"requestId": request_id, "reason": "the gateway stopped waiting"}
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+
+
+class RawLink(_Door):
+    """An MCP client `Transport` around another one (streamable HTTP), with a side door for raw
+    `tools/call`: replies to the gateway's own ids are taken off the read stream before the
+    SDK `Client` sees them. The JSON-RPC envelope is still parsed by the SDK transport
+    (pydantic-core, in Rust); the result inside is not.
     """
 
     def __init__(self, inner: Any) -> None:
+        super().__init__()
         self._inner = inner
         self._context: Any = None
         self._write: Any = None
-        self._pending: dict[str, MemoryObjectSendStream[Any]] = {}
-        self._count = 0
 
     async def __aenter__(self) -> tuple[Any, Any]:
         self._context = self._open()
@@ -101,7 +175,7 @@ class RawLink:
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](32)
             async with anyio.create_task_group() as group:
                 group.start_soon(self._pump, read, send)
-                self._write = write
+                self._write, self.connected = write, True
                 try:
                     yield receive, write
                 finally:
@@ -114,27 +188,17 @@ class RawLink:
             async with send:
                 async for item in read:
                     message = getattr(item, "message", None)
-                    if isinstance(message, JSONRPCResponse | JSONRPCError) and isinstance(
-                        message.id, str
+                    if isinstance(message, JSONRPCResponse | JSONRPCError) and self._resolve(
+                        message.id, message.model_dump(by_alias=True, exclude_none=True)
                     ):
-                        slot = self._pending.pop(message.id, None)
-                        if slot is not None:
-                            slot.send_nowait((time.perf_counter(), message))
-                            continue
+                        continue
                     await send.send(item)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             pass  # either side closed: the link is over
         except Exception:  # the pump must not take the session's task down
             logger.exception("reading from an upstream failed")
         finally:
-            self._write = None
             self._fail_pending()
-
-    def _fail_pending(self) -> None:
-        pending, self._pending = self._pending, {}
-        for slot in pending.values():
-            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
-                slot.send_nowait((0.0, ConnectionError("the upstream connection closed")))
 
     async def call(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
         """Send `tools/call` with `params` as is; the reply's `result`, unvalidated.
@@ -142,51 +206,154 @@ class RawLink:
         Raises MCPError for a JSON-RPC error reply, ConnectionError when the link is down or
         goes down before the reply. `marks` gets the times the request left and the reply came.
         """
-        write = self._write
-        if write is None:
-            raise ConnectionError("the upstream is not connected")
-        self._count += 1
-        request_id = f"bp-{self._count}"
-        slot, reply = anyio.create_memory_object_stream[Any](1)
-        self._pending[request_id] = slot
+        request_id, future = self._next_id()
         request = JSONRPCRequest.model_construct(
             jsonrpc="2.0", id=request_id, method="tools/call", params=params
         )
         # What the SDK's session adds to a tools/call (used by the streamable HTTP transport).
         headers = {MCP_NAME_HEADER: encode_header_value(str(params.get("name", "")))}
-        answered = False
         try:
-            await write.send(SessionMessage(request, ClientMessageMetadata(headers=headers)))
-            if marks is not None:
-                marks.append(time.perf_counter())
-            replied_at, message = await reply.receive()
-            answered = True
-        finally:
-            if self._pending.pop(request_id, None) is not None and not answered:
-                await self._cancel(write, request_id)
-            slot.close()
-            reply.close()
-        if marks is not None:
-            marks.append(replied_at)
-        if isinstance(message, Exception):
-            raise message
-        if isinstance(message, JSONRPCError):
-            raise MCPError(message.error.code, message.error.message, message.error.data)
-        return message.result
+            await self._write.send(SessionMessage(request, ClientMessageMetadata(headers=headers)))
+        except BaseException:
+            self._pending.pop(request_id, None)
+            raise
+        return await self._wait(request_id, future, marks)
 
-    async def _cancel(self, write: Any, request_id: str) -> None:
-        """The caller gave up (timeout, cancelled): tell the upstream, at most briefly."""
-        note = JSONRPCNotification(
-            jsonrpc="2.0",
-            method="notifications/cancelled",
-            params={"requestId": request_id, "reason": "the gateway stopped waiting"},
+    async def _cancel(self, request_id: str) -> None:
+        note = JSONRPCNotification.model_validate(_cancelled(request_id))
+        with contextlib.suppress(Exception):
+            await self._write.send(SessionMessage(note))
+
+
+class RawStdioLink(_Door):
+    """A stdio upstream with its own framing: the process's pipes are read and written on the
+    event loop, raw replies go straight to their caller, and only the rest is parsed into SDK
+    messages for the `Client` (itself a `Transport`). Spawned and stopped as the SDK does: its
+    own process group, stdin closed first, then SIGTERM and SIGKILL to the group."""
+
+    def __init__(
+        self, command: str, args: Sequence[str], env: Mapping[str, str], cwd: str | None
+    ) -> None:
+        super().__init__()
+        self._argv = [command, *args]
+        self._env = dict(env)
+        self._cwd = cwd
+        self._context: Any = None
+        self._stdin: Any = None
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        self._context = self._open()
+        streams: tuple[Any, Any] = await self._context.__aenter__()
+        return streams
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        result: bool | None = await self._context.__aexit__(*exc_info)
+        return result
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[tuple[Any, Any]]:
+        process = await asyncio.create_subprocess_exec(
+            *self._argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=None,  # the gateway's own stderr, as the SDK's stdio client does
+            env=self._env,
+            cwd=self._cwd,
+            limit=_MAX_LINE,
+            start_new_session=True,
         )
-        with (
-            anyio.CancelScope(shield=True),
-            anyio.move_on_after(_CANCEL_TIMEOUT),
-            contextlib.suppress(Exception),
-        ):
-            await write.send(SessionMessage(note))
+        self._stdin, self.connected = process.stdin, True
+        to_client, from_upstream = anyio.create_memory_object_stream[Any](32)
+        to_upstream, from_client = anyio.create_memory_object_stream[SessionMessage](32)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._read, process, to_client)
+                group.start_soon(self._write_sdk, from_client)
+                try:
+                    yield from_upstream, to_upstream
+                finally:
+                    self._fail_pending()
+                    group.cancel_scope.cancel()
+        finally:
+            self._stdin = None
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+
+    async def _read(self, process: Any, to_client: MemoryObjectSendStream[Any]) -> None:
+        async with to_client:
+            try:
+                while line := await process.stdout.readline():
+                    if b'"bp-' in line:  # maybe a reply to a raw call: no SDK parse for it
+                        try:
+                            reply = json.loads(line)
+                        except ValueError:
+                            reply = None
+                        if isinstance(reply, dict) and self._resolve(reply.get("id"), reply):
+                            continue
+                    if not line.strip():
+                        continue
+                    try:
+                        item: Any = SessionMessage(
+                            jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        )
+                    except ValueError as exc:
+                        logger.warning("an upstream sent a line that is no JSON-RPC: %s", exc)
+                        item = exc
+                    await to_client.send(item)
+            except (ValueError, ConnectionError) as exc:  # a line beyond _MAX_LINE, a reset
+                logger.warning("reading from an upstream failed: %s", exc)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass  # the SDK session is gone
+            finally:
+                self._fail_pending()
+
+    async def _write_sdk(self, messages: MemoryObjectReceiveStream[SessionMessage]) -> None:
+        async with messages:
+            async for session_message in messages:
+                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                if not await self._send(data.encode() + b"\n"):
+                    return
+
+    async def _send(self, data: bytes) -> bool:
+        stdin = self._stdin
+        if stdin is None or stdin.is_closing():
+            return False
+        try:
+            stdin.write(data)
+            await stdin.drain()
+        except (ConnectionError, OSError):
+            self._fail_pending()
+            return False
+        return True
+
+    async def call(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
+        """As `RawLink.call`, written straight onto the upstream's stdin."""
+        request_id, future = self._next_id()
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        data = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+        if not await self._send(data + b"\n"):
+            self._pending.pop(request_id, None)
+            raise ConnectionError("the upstream's stdin is closed")
+        return await self._wait(request_id, future, marks)
+
+    async def _cancel(self, request_id: str) -> None:
+        await self._send(json.dumps(_cancelled(request_id)).encode() + b"\n")
+
+
+async def _stop(process: Any) -> None:
+    """As the SDK's stdio client: close stdin, wait, then SIGTERM and SIGKILL the group."""
+    with contextlib.suppress(Exception):
+        process.stdin.close()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)  # its own session: the group id is its pid
+        # returncode, not wait(): wait() also waits for the pipes, which a child may hold.
+        with anyio.move_on_after(_EXIT_GRACE):
+            while process.returncode is None:
+                await anyio.sleep(0.01)
+            return
+    logger.warning("upstream process %d is still alive after SIGKILL", process.pid)
 
 
 # -- the client side (stdio) -----------------------------------------------------------------
@@ -205,9 +372,12 @@ class StdioFront:
     /dev/null and fd 1 writes to stderr, so stray output cannot corrupt the channel.
     """
 
-    def __init__(self, answer: Answer, *, timings: list[float] | None = None) -> None:
+    def __init__(self, answer: Answer, *, timings: list[tuple[float, float]] | None = None) -> None:
         self.answer = answer
-        self.timings = timings  # the gateway's own time per fast call, seconds
+        # Per fast call, seconds: the gateway's own wall time (the upstream's share taken out),
+        # and the CPU time of the event loop's thread from the line read to the reply written
+        # (all the gateway's work for the call, whichever task did it).
+        self.timings = timings
         self.fast = False
         self._initialize_id: Any = None
         self._in_flight: dict[Any, anyio.CancelScope] = {}
@@ -273,7 +443,7 @@ class StdioFront:
     async def _dispatch(
         self, line: bytes, to_server: MemoryObjectSendStream[Any], group: anyio.abc.TaskGroup
     ) -> None:
-        received = time.perf_counter()
+        received = (time.perf_counter(), time.thread_time() if self.timings is not None else 0.0)
         try:
             message = json.loads(line)
         except ValueError:
@@ -300,7 +470,9 @@ class StdioFront:
             parsed = exc
         await to_server.send(parsed)
 
-    async def _call(self, request_id: Any, params: dict[str, Any], received: float) -> None:
+    async def _call(
+        self, request_id: Any, params: dict[str, Any], received: tuple[float, float]
+    ) -> None:
         marks: list[float] | None = [] if self.timings is not None else None
         reply: dict[str, Any]
         with anyio.CancelScope() as scope:
@@ -318,7 +490,8 @@ class StdioFront:
         self._send(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode())
         if marks is not None and self.timings is not None and len(marks) == 2:
             # In, up to the upstream's write; the upstream's reply, out to the client's pipe.
-            self.timings.append((marks[0] - received) + (time.perf_counter() - marks[1]))
+            own = (marks[0] - received[0]) + (time.perf_counter() - marks[1])
+            self.timings.append((own, time.thread_time() - received[1]))
         await self._drain()
 
     async def _write_sdk(self, messages: MemoryObjectReceiveStream[Any]) -> None:

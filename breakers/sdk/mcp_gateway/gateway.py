@@ -294,7 +294,9 @@ class Gateway:
         finally:
             if path and front.timings is not None:
                 with open(path, "w", encoding="utf-8") as out:
-                    out.writelines(f"{own:.9f} {cpu:.9f}\n" for own, cpu in front.timings)
+                    out.writelines(
+                        " ".join(f"{v:.9f}" for v in row) + "\n" for row in front.timings
+                    )
 
     def http_app(self, host: str) -> Any:
         return self.server.streamable_http_app(host=host)

@@ -278,6 +278,11 @@ class RawStdioLink(_Door):
             self._stdin = None
             with anyio.CancelScope(shield=True):
                 await _stop(process)
+            # As the SDK does: else the transport warns when collected after the loop closed.
+            close = getattr(getattr(process, "_transport", None), "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
 
     async def _read(self, process: Any, to_client: MemoryObjectSendStream[Any]) -> None:
         async with to_client:
@@ -331,9 +336,12 @@ class RawStdioLink(_Door):
         request_id, future = self._next_id()
         request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         data = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+        writing = time.perf_counter()
         if not await self._send(data + b"\n"):
             self._pending.pop(request_id, None)
             raise ConnectionError("the upstream's stdin is closed")
+        if marks is not None:
+            marks.append(time.perf_counter() - writing)  # the pipe write, for the benchmark
         return await self._wait(request_id, future, marks)
 
     async def _cancel(self, request_id: str) -> None:
@@ -372,11 +380,14 @@ class StdioFront:
     /dev/null and fd 1 writes to stderr, so stray output cannot corrupt the channel.
     """
 
-    def __init__(self, answer: Answer, *, timings: list[tuple[float, float]] | None = None) -> None:
+    def __init__(
+        self, answer: Answer, *, timings: list[tuple[float, float, float]] | None = None
+    ) -> None:
         self.answer = answer
-        # Per fast call, seconds: the gateway's own wall time (the upstream's share taken out),
-        # and the CPU time of the event loop's thread from the line read to the reply written
-        # (all the gateway's work for the call, whichever task did it).
+        # Per fast call, seconds (for the benchmark): the gateway's own wall time (the
+        # upstream's share taken out); the CPU time of the event loop's thread from the line
+        # read to the reply written (all its work for the call, whichever task did it); the
+        # wall time of its two pipe writes (inside the first figure).
         self.timings = timings
         self.fast = False
         self._initialize_id: Any = None
@@ -487,11 +498,14 @@ class StdioFront:
                 self._in_flight.pop(request_id, None)
         if scope.cancelled_caught:
             return
+        writing = time.perf_counter()
         self._send(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode())
-        if marks is not None and self.timings is not None and len(marks) == 2:
+        if marks is not None and self.timings is not None and len(marks) >= 2:
             # In, up to the upstream's write; the upstream's reply, out to the client's pipe.
-            own = (marks[0] - received[0]) + (time.perf_counter() - marks[1])
-            self.timings.append((own, time.thread_time() - received[1]))
+            now = time.perf_counter()
+            own = (marks[-2] - received[0]) + (now - marks[-1])
+            writes = (now - writing) + (marks[0] if len(marks) == 3 else 0.0)
+            self.timings.append((own, time.thread_time() - received[1], writes))
         await self._drain()
 
     async def _write_sdk(self, messages: MemoryObjectReceiveStream[Any]) -> None:

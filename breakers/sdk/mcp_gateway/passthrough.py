@@ -24,17 +24,22 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
-from mcp.shared.message import ClientMessageMetadata, SessionMessage
-from mcp_types import (
+
+from breakers.sdk.mcp_gateway import require_mcp
+
+require_mcp()  # mcp 1.x has no mcp_types: say what to install instead of an ImportError
+
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value  # noqa: E402
+from mcp.shared.message import ClientMessageMetadata, SessionMessage  # noqa: E402
+from mcp_types import (  # noqa: E402
     JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
     jsonrpc_message_adapter,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS  # noqa: E402
 
 __all__ = ["RawLink", "RawStdioLink", "StdioFront", "UnknownTool", "malformed"]
 

@@ -165,3 +165,42 @@ def test_what_counts_as_malformed() -> None:
     assert malformed({"isError": True}) is not None
     assert malformed({"content": [{"text": "no type"}]}) is not None
     assert malformed({"content": [], "isError": "yes"}) is not None
+
+
+def test_a_client_that_never_listed_still_hears_the_change(flaky: Flaky, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "gateway.json", {"search": flaky.stdio()})
+
+    async def scenario() -> None:
+        notes = Notes()
+        async with connect(gateway_stdio(config), notes) as client:
+            flaky.set(web_search="fail")  # the names came from elsewhere (a cached list, say)
+            for _ in range(5):
+                assert (await client.call_tool("web_search", {"text": "q"})).is_error
+            await notes.wait_for()
+            assert notes.count() == 1
+
+    anyio.run(scenario)
+
+
+def test_a_2026_client_on_stdio_takes_the_sdk_path_and_hears_the_change(
+    flaky: Flaky, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "gateway.json", {"search": flaky.stdio()})
+    timings = tmp_path / "timings.txt"
+
+    async def scenario() -> None:
+        notes = Notes()
+        async with connect(gateway_with_timings(config, timings), notes, mode="auto") as client:
+            assert client.protocol_version >= "2026-07-28"
+            assert not (await client.call_tool("echo", {"text": "x"})).is_error
+            async with client.listen(tools_list_changed=True) as events:
+                flaky.set(web_search="fail")
+                for _ in range(5):
+                    assert (await client.call_tool("web_search", {"text": "q"})).is_error
+                with anyio.fail_after(20):
+                    async for _event in events:
+                        break
+            assert "web_search" not in await tool_names(client)
+
+    anyio.run(scenario)
+    assert fast_calls(timings) == 0  # the front took no call (and so never notified)

@@ -245,7 +245,10 @@ class Gateway:
         self.server.middleware = []
         # A ServerSession is a per-request proxy: keep the latest one per client connection,
         # for as long as that connection lives.
-        self._sessions: weakref.WeakKeyDictionary[Any, ServerSession] = weakref.WeakKeyDictionary()
+        self._sessions: weakref.WeakKeyDictionary[Any, ServerSession | StdioFront] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -289,6 +292,8 @@ class Gateway:
             return
         path = os.environ.get(TIMINGS_ENV)
         front = StdioFront(self.call_raw, timings=[] if path else None)
+        # Its one client hears list_changed from the front, whether or not it listed first.
+        self._front = self._sessions[front] = front
         try:
             await front.serve(self.server, options)
         finally:
@@ -328,7 +333,7 @@ class Gateway:
                 group.start_soon(self._notify_one, connection, session)
         await self.bus.publish(ToolsListChanged())  # 2026-07-28 clients: subscriptions/listen
 
-    async def _notify_one(self, connection: Any, session: ServerSession) -> None:
+    async def _notify_one(self, connection: Any, session: ServerSession | StdioFront) -> None:
         try:
             with anyio.fail_after(_NOTIFY_TIMEOUT):
                 await session.send_tool_list_changed()
@@ -439,6 +444,8 @@ class Gateway:
         return _error_result(f"{tool} failed: {failure.message}"), failure
 
     def _remember(self, ctx: Any) -> None:
+        if self._front is not None:
+            return
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             session = ctx.session
             self._sessions[getattr(session, "_connection", session)] = session

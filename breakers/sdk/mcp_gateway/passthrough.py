@@ -513,6 +513,13 @@ class StdioFront:
             self.timings.append((own, time.thread_time() - received[1], writes))
         await self._drain()
 
+    async def send_tool_list_changed(self) -> None:
+        """Tell a handshake-era client its tool list changed (a 2026-07-28 client hears it on
+        `subscriptions/listen`, through the SDK)."""
+        if self.fast:
+            self._send(b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
+            await self._drain()
+
     async def _write_sdk(self, messages: MemoryObjectReceiveStream[Any]) -> None:
         async with messages:
             async for session_message in messages:

@@ -2,19 +2,21 @@
 
 One command (PostgreSQL and Redis on this machine for the second part; nothing to start):
 
-    .venv/bin/python bench/bench_mcp_gateway.py                 # both parts
+    scripts/own_services.py -- .venv/bin/python bench/bench_mcp_gateway.py     # both parts
     .venv/bin/python bench/bench_mcp_gateway.py --calls 3000 --no-fleet
 
-1. Overhead: one real `mcp` client talks to the flaky upstream (tests/mcp/flaky_server.py) over
-   stdio directly, and a second one to the same kind of upstream through the gateway (stdio to
-   the gateway, stdio from it to its upstream). Calls of `echo` alternate between the two, so
-   both see the same load; the overhead is the gateway's p50/p99 minus the direct one's. The
-   breaker's own share (a call's run: begin and finish, then the offered-set check on 20 tools)
-   is timed in-process as well.
-2. Force-open latency (`--fleet`): a scratch database, gunicorn serving the control plane, a
-   gateway joined to it with `--fleet-poll-interval`; each round an operator force-opens a tool
-   through the API and the client waits for `notifications/tools/list_changed`, then releases
-   it and waits again. Timed from just before the POST to the notification.
+1. Overhead: real `mcp` clients call `echo` on the flaky upstream (tests/mcp/flaky_server.py)
+   over stdio: directly, through the gateway (stdio in, stdio out, the tools/call passthrough)
+   and through a gateway with `--no-passthrough` (the SDK's models on both hops). Calls
+   alternate between the three, so all see the same load; overhead is a path's p50/p99 minus
+   the direct one's. Timed in-process: the gateway's own work per passthrough call (from the
+   client's line read to the upstream's write, and from the upstream's reply to the client's
+   write), the SDK transport's envelope parse and dump the relay still pays, and the breaker.
+2. Force-open latency (`--fleet`): a scratch database, gunicorn serving the control plane, two
+   gateways joined to it, one on the fleet push (long-poll, the default) and one polling every
+   `--poll` s; each round an operator force-opens a tool through the API and both clients wait
+   for `notifications/tools/list_changed`, then it is released and they wait again. Timed from
+   just before the POST to each client's notification.
 """
 
 from __future__ import annotations
@@ -51,27 +53,69 @@ def ms(seconds: float) -> str:
 # -- part 1: overhead ------------------------------------------------------------------------------
 
 
-async def overhead(calls: int, tmp: Path) -> dict[str, list[float]]:
-    direct_up = Flaky(tmp / "direct.json")
-    gated_up = Flaky(tmp / "gated.json")
-    config = write_config(tmp / "gateway.json", {"search": gated_up.stdio()})
-    params = gateway_stdio(config)
+PATHS = ("direct", "gateway", "sdk path")
+
+
+async def overhead(calls: int, tmp: Path) -> tuple[dict[str, list[float]], list[list[float]]]:
     from mcp import StdioServerParameters
 
-    direct_params = StdioServerParameters(**direct_up.stdio())
-    timings: dict[str, list[float]] = {"direct": [], "gateway": []}
-    async with connect(direct_params, Notes()) as direct, connect(params, Notes()) as gated:
-        for client in (direct, gated):  # warm up both paths
+    from breakers.sdk.mcp_gateway.gateway import TIMINGS_ENV
+
+    direct_up = Flaky(tmp / "direct.json")
+    timings_file = tmp / "gateway-timings.txt"
+    clients: dict[str, Any] = {"direct": StdioServerParameters(**direct_up.stdio())}
+    for path, extra in (("gateway", ()), ("sdk path", ("--no-passthrough",))):
+        upstream = Flaky(tmp / f"{path.replace(' ', '-')}.json")
+        config = write_config(
+            tmp / f"{path.replace(' ', '-')}-gw.json", {"search": upstream.stdio()}
+        )
+        params = gateway_stdio(config, *extra)
+        params.env = {"PATH": os.environ.get("PATH", "")}
+        if path == "gateway":
+            params.env[TIMINGS_ENV] = str(timings_file)
+        clients[path] = params
+    timings: dict[str, list[float]] = {path: [] for path in PATHS}
+    async with (
+        connect(clients["direct"], Notes()) as direct,
+        connect(clients["gateway"], Notes()) as gated,
+        connect(clients["sdk path"], Notes()) as sdk,
+    ):
+        sessions = {"direct": direct, "gateway": gated, "sdk path": sdk}
+        for client in sessions.values():  # warm up every path
             for _ in range(50):
                 await client.call_tool("echo", {"text": "warm"})
-        for i in range(calls):
-            pair = (("direct", direct), ("gateway", gated))
-            for name, client in pair if i % 2 else reversed(pair):
+        order = list(PATHS)
+        for _ in range(calls):
+            random.shuffle(order)  # no path always goes first (or right after another)
+            for path in order:
                 started = time.perf_counter()
-                result = await client.call_tool("echo", {"text": "x"})
-                timings[name].append(time.perf_counter() - started)
+                result = await sessions[path].call_tool("echo", {"text": "x"})
+                timings[path].append(time.perf_counter() - started)
                 assert not result.is_error
-    return timings
+    # The gateway writes its own timings when its client goes; the warm-up calls come first.
+    own = [[float(v) for v in line.split()] for line in timings_file.read_text().splitlines()]
+    return timings, own[50:]
+
+
+def envelope_share(rounds: int) -> list[float]:
+    """What the relay still pays the SDK transport per call: dump the request, parse the reply."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCRequest, jsonrpc_message_adapter
+
+    reply = json.dumps(
+        {"jsonrpc": "2.0", "id": "bp-1", "result": {"content": [{"type": "text", "text": "x"}]}}
+    )
+    params = {"name": "echo", "arguments": {"text": "x"}}
+    costs = []
+    for i in range(rounds):
+        started = time.perf_counter()
+        request = JSONRPCRequest.model_construct(
+            jsonrpc="2.0", id=f"bp-{i}", method="tools/call", params=params
+        )
+        SessionMessage(request).message.model_dump_json(by_alias=True, exclude_unset=True)
+        jsonrpc_message_adapter.validate_json(reply, by_name=False)
+        costs.append(time.perf_counter() - started)
+    return costs
 
 
 def breaker_share(rounds: int) -> tuple[list[float], list[float]]:
@@ -143,33 +187,46 @@ def tool_is_known() -> bool:
 
 
 async def force_open_latency(
-    url: str, agent: str, operator: str, rounds: int, poll: float, tmp: Path, dephase: bool
-) -> list[float]:
-    upstream = Flaky(tmp / "fleet.json")
-    config = write_config(tmp / "fleet-gateway.json", {"search": upstream.stdio()})
-    params = gateway_stdio(
-        config,
-        *("--control-plane", url, "--token", agent, "--worker-id", "bench-gateway"),
-        *("--fleet-poll-interval", str(poll)),
-    )
-    notes = Notes()
-    latencies: list[float] = []
-    async with connect(params, notes) as client:
-        await client.list_tools()
-        await client.call_tool("web_search", {"text": "q"})
+    url: str, agent: str, operator: str, rounds: int, poll: float, tmp: Path
+) -> dict[str, list[float]]:
+    """Both gateways hear every action: one by the fleet push, one by polling."""
+    modes = {"push": ("--fleet-wait", "20"), "poll": ("--fleet-wait", "0")}
+    params = {}
+    for mode, extra in modes.items():
+        upstream = Flaky(tmp / f"fleet-{mode}.json")
+        config = write_config(tmp / f"fleet-{mode}-gw.json", {"search": upstream.stdio()})
+        params[mode] = gateway_stdio(
+            config,
+            *("--control-plane", url, "--token", agent, "--worker-id", f"bench-gateway-{mode}"),
+            *("--fleet-poll-interval", str(poll), *extra),
+        )
+    notes = {mode: Notes() for mode in modes}
+    latencies: dict[str, list[float]] = {mode: [] for mode in modes}
+    async with (
+        connect(params["push"], notes["push"]) as push,
+        connect(params["poll"], notes["poll"]) as polled,
+    ):
+        for client in (push, polled):
+            await client.list_tools()
+            await client.call_tool("web_search", {"text": "q"})
         with anyio.fail_after(60):
             while not await anyio.to_thread.run_sync(tool_is_known):
                 await anyio.sleep(0.05)
         for _ in range(rounds):
             for action in ("force-open", "release"):
-                # Right after a notification the gateway has just polled: without a random
-                # pause every action would land at the same (worst) phase of the poll.
-                if dephase:
-                    await anyio.sleep(random.uniform(0, poll))
+                # A random pause: without it every action would land at the same phase of the
+                # polling gateway's interval.
+                await anyio.sleep(random.uniform(0, poll))
                 started = time.perf_counter()
                 await anyio.to_thread.run_sync(act, url, operator, action)
-                await notes.wait_for(timeout=30)
-                latencies.append(time.perf_counter() - started)
+
+                async def heard(mode: str, started: float = started) -> None:
+                    await notes[mode].wait_for(timeout=30)
+                    latencies[mode].append(time.perf_counter() - started)
+
+                async with anyio.create_task_group() as group:
+                    for mode in modes:
+                        group.start_soon(heard, mode)
     return latencies
 
 
@@ -180,12 +237,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per path")
     parser.add_argument("--fleet", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--rounds", type=int, default=50, help="force-open/release rounds")
-    parser.add_argument("--poll", type=float, default=0.2, help="gateway's fleet poll interval")
     parser.add_argument(
-        "--dephase",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="a random pause (0 to one poll interval) before each action",
+        "--poll", type=float, default=1.0, help="the polling gateway's fleet poll interval"
     )
     parser.add_argument("--database-url", default=os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
@@ -202,35 +255,57 @@ def main() -> None:
         report_latency(args, tmp)
 
 
+def load() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def report_overhead(calls_per_path: int, tmp: Path) -> None:
-    timings = anyio.run(overhead, calls_per_path, tmp)
+    before = load()
+    timings, own = anyio.run(overhead, calls_per_path, tmp)
     call, check = breaker_share(20_000)
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    direct, gated = timings["direct"], timings["gateway"]
+    envelope = envelope_share(20_000)
+    direct = timings["direct"]
     print(f"\n{calls_per_path} calls of echo per path, interleaved; {os.cpu_count()} cores; "
-          f"load average after: {load}\n")  # fmt: skip
-    rows = [
-        ("direct (client -> upstream, stdio)", direct),
-        ("through the gateway (two stdio hops)", gated),
-        ("of which the breaker: one call's run", call),
-        ("of which the breaker: offered-set check, 20 tools", check),
-    ]
-    print("| path | p50 ms | p99 ms |")
+          f"load average before: {before}; after: {load()}\n")  # fmt: skip
+    print("| path | p50 ms | p99 ms | p50 minus direct | p99 minus direct | p50 / direct |")
+    print("|---|---:|---:|---:|---:|---:|")
+    labels = {
+        "direct": "direct (client -> upstream, stdio)",
+        "gateway": "through the gateway, passthrough (two stdio hops)",
+        "sdk path": "through the gateway, `--no-passthrough` (SDK models)",
+    }
+    for path in PATHS:
+        values = timings[path]
+        p50, p99 = pct(values, 0.5), pct(values, 0.99)
+        extra = (
+            f"{ms(p50 - pct(direct, 0.5))} | {ms(p99 - pct(direct, 0.99))} | "
+            f"{p50 / pct(direct, 0.5):.2f}x"
+            if path != "direct"
+            else "| |"
+        )
+        print(f"| {labels[path]} | {ms(p50)} | {ms(p99)} | {extra} |")
+    print("\nTimed in-process (ms):\n")
+    print("| share | p50 ms | p99 ms |")
     print("|---|---:|---:|")
+    rows = [
+        ("the gateway's own wall time per passthrough call", [row[0] for row in own]),
+        ("of which: its two pipe writes (upstream, client)", [row[2] for row in own]),
+        ("its event loop's CPU time per passthrough call (all of it)", [row[1] for row in own]),
+        ("the SDK transport's envelope, dump + parse (in the CPU row only)", envelope),
+        ("the breaker: one call's run, begin + finish (in both)", call),
+        ("the breaker: offered-set check, 20 tools (in both)", check),
+    ]
     for label, values in rows:
         print(f"| {label} | {ms(pct(values, 0.5))} | {ms(pct(values, 0.99))} |")
-    p50 = pct(gated, 0.5) - pct(direct, 0.5)
-    p99 = pct(gated, 0.99) - pct(direct, 0.99)
-    print(f"| **gateway overhead** (gateway minus direct) | {ms(p50)} | {ms(p99)} |")
-    print(
-        f"\nmean: direct {ms(statistics.mean(direct))} ms, gateway {ms(statistics.mean(gated))} ms"
-    )
+    means = ", ".join(f"{path} {ms(statistics.mean(timings[path]))}" for path in PATHS)
+    print(f"\nmeans (ms): {means}; own-work samples: {len(own)}")
 
 
 def report_latency(args: argparse.Namespace, tmp: Path) -> None:
     from bench.bench_board import drop_database
 
     server = None
+    before = load()
     try:
         server = setup_control_plane(args.database_url, args.redis_url, args.bench_db)
         from runs.models import AgentToken
@@ -238,9 +313,8 @@ def report_latency(args: argparse.Namespace, tmp: Path) -> None:
         agent = AgentToken.issue(name="bench-gateway")[1]
         operator = AgentToken.issue(name="bench-ops", is_operator=True)[1]
         latencies = anyio.run(
-            force_open_latency,
-            server.url, agent, operator, args.rounds, args.poll, tmp, args.dephase,
-        )  # fmt: skip
+            force_open_latency, server.url, agent, operator, args.rounds, args.poll, tmp
+        )
     finally:
         if server is not None:
             server.stop()
@@ -248,14 +322,18 @@ def report_latency(args: argparse.Namespace, tmp: Path) -> None:
 
         connections.close_all()
         drop_database(args.database_url, args.bench_db)
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(
-        f"\noperator action -> list_changed at the client: {len(latencies)} actions "
-        f"(force-open, release), fleet poll every {args.poll:g} s, "
-        f"{'random phase' if args.dephase else 'each right after a poll'}; load after: {load}"
+        f"\noperator action -> list_changed at the client: {args.rounds * 2} actions "
+        f"(force-open, release), random phase; load average before: {before}; after: {load()}\n"
     )
-    p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
-    print(f"p50 {ms(p50)} ms, p99 {ms(p99)} ms, max {ms(max(latencies))} ms")
+    print("| fleet sync | actions | p50 ms | p99 ms | max ms |")
+    print("|---|---:|---:|---:|---:|")
+    for mode, label in (("push", "push (long-poll)"), ("poll", f"poll every {args.poll:g} s")):
+        values = latencies[mode]
+        print(
+            f"| {label} | {len(values)} | {ms(pct(values, 0.5))} | {ms(pct(values, 0.99))} "
+            f"| {ms(max(values))} |"
+        )
 
 
 if __name__ == "__main__":

@@ -6,14 +6,18 @@ Each `tools/call` reads the tool's mode from STATE.json (`{"web_search": "fail"}
 tool or file means "ok") and appends one line to STATE.json.calls, so a test can tell whether a
 call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), semantic (isError
 "no results"), raise (a JSON-RPC error), hang (never answers), exit (the process dies), announce
-(answer, after telling the client its tool list changed). `"_extra": "a,b"` lists more tools.
+(answer, after telling the client its tool list changed), malformed (over stdio: a reply whose
+result is no CallToolResult, written past the SDK, which would refuse to send it).
+`"_extra": "a,b"` lists more tools.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 TOOLS = ("web_search", "fetch_page", "echo")
+# The stdio wire, shared with the SDK's transport so a raw line can go out between its messages.
+WIRE = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=True)
 
 
 def build_server(state: Path, name: str) -> Server[Any]:
@@ -59,6 +65,11 @@ def build_server(state: Path, name: str) -> Server[Any]:
             await anyio.sleep_forever()
         if current == "exit":
             os._exit(1)
+        if current == "malformed":
+            reply = {"jsonrpc": "2.0", "id": ctx.request_id, "result": {"content": "no list"}}
+            WIRE.write(json.dumps(reply) + "\n")
+            WIRE.flush()
+            await anyio.sleep_forever()  # the reply is out: the SDK must not send its own
         if current == "announce":
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name}:{text}")])
@@ -85,7 +96,8 @@ def main() -> None:
         return
 
     async def serve() -> None:
-        async with stdio_server() as (read, write):
+        stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8"))
+        async with stdio_server(stdin, anyio.wrap_file(WIRE)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(serve)

@@ -20,9 +20,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from breakers.sdk.client import ControlPlane, Run
-from breakers.sdk.core import FailureInfo, Removal, ToolFailure
-from breakers.sdk.worker import WorkerBreakers
+from breakers.sdk import ControlPlane, FailureInfo, Removal, Run, ToolFailure, WorkerBreakers
 
 __all__ = [
     "DEFAULT_RETRYABLE_PATTERNS",

@@ -38,7 +38,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--token", help=f"agent token for --control-plane (default: ${TOKEN_ENV})")
     parser.add_argument("--worker-id", help="this gateway's worker id in the fleet")
     parser.add_argument(
-        "--fleet-poll-interval", type=float, default=1.0, help="seconds between fleet polls"
+        "--fleet-wait",
+        type=float,
+        default=20.0,
+        help="seconds the control plane may hold a fleet request until something changes "
+        "(fleet push by long-poll); 0 polls instead",
+    )
+    parser.add_argument(
+        "--fleet-poll-interval",
+        type=float,
+        default=1.0,
+        help="seconds between fleet polls when the control plane does not hold them",
+    )
+    parser.add_argument(
+        "--no-passthrough",
+        dest="passthrough",
+        action="store_false",
+        help="pass tools/call through the MCP SDK's models on both hops (slower; to compare)",
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
@@ -46,6 +62,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--http must be a port between 1 and 65535")
     if not args.fleet_poll_interval > 0:
         parser.error("--fleet-poll-interval must be above 0")
+    if not args.fleet_wait >= 0:
+        parser.error("--fleet-wait must be 0 or more")
     args.token = args.token or os.environ.get(TOKEN_ENV, "")
     if args.control_plane and not args.token:
         parser.error(f"--control-plane needs --token or ${TOKEN_ENV}")
@@ -72,6 +90,7 @@ def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> GatewayBr
         cooldown=settings.cooldown,
         max_cooldown=settings.max_cooldown,
         fleet_poll_interval=args.fleet_poll_interval,
+        fleet_wait=args.fleet_wait,
     )
     return FleetBreakers(plane, agent=config.agent)
 
@@ -85,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         breakers = build_breakers(config, args)
     except (ConfigError, ValueError) as exc:
         sys.exit(f"breaker-panel-mcp: error: {exc}")
-    gateway = Gateway(config, breakers)
+    gateway = Gateway(config, breakers, passthrough=args.passthrough)
     if isinstance(breakers, FleetBreakers) and isinstance(breakers.plane, GatewayPlane):
         breakers.plane.on_fleet_change = gateway.wake
     if not args.http:  # uvicorn handles SIGTERM itself; on stdio, stop as on Ctrl-C and flush

@@ -14,10 +14,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from breakers.sdk.client import ControlPlane, Run
-from breakers.sdk.core import Removal, Scope, ToolBreaker, ToolFailure
+from breakers.sdk import (
+    ControlPlane,
+    Removal,
+    Run,
+    RunBreakers,
+    Scope,
+    State,
+    ToolBreaker,
+    ToolFailure,
+    WorkerBreakers,
+)
 from breakers.sdk.notice import render_notice
-from breakers.sdk.worker import RunBreakers, WorkerBreakers
 
 __all__ = ["CallRecord", "FleetBreakers", "GatewayBreakers", "GatewayPlane", "LocalBreakers"]
 
@@ -115,7 +123,20 @@ class LocalBreakers(GatewayBreakers):
 class GatewayPlane(ControlPlane):
     """A ControlPlane that tells the gateway when the fleet state changed, and that asks for
     fleet trial leases whether or not a call is in flight: a gateway is always serving, and a
-    tool it offers for its trial is called by whichever client comes next."""
+    tool it offers for its trial is called by whichever client comes next.
+
+    The fleet state arrives by the SDK's long-poll (`fleet_wait`): the control plane answers
+    the held request as soon as an operator or a breaker changes it, and `update_fleet` wakes
+    the gateway, which re-checks its offered set and tells its clients at once.
+    """
+
+    def _fleet_wait_now(self) -> float:
+        # As the SDK's, but a half-open tool's trial is asked for at the polling cadence even
+        # with no call in flight (see _ask_for_trials).
+        states = self.fleet.snapshot().values() if Scope.FLEET in self.scopes else ()
+        if self.fleet_wait and any(s.state is State.HALF_OPEN for s in states):
+            return min(self.fleet_wait, self.fleet_poll_interval)
+        return self.fleet_wait
 
     on_fleet_change: Callable[[], None] | None = None
 

@@ -1,15 +1,18 @@
 """The gateway: upstream MCP servers behind one MCP server whose tool list follows the breaker.
 
 Every `tools/call` goes through the breaker: an open tool is answered at once with an isError
-result carrying the notice, anything else is passed on and its outcome classified and recorded.
-After each call, each fleet sync and every `check_interval`, the offered set is computed again;
-when it changed, every client session is sent `notifications/tools/list_changed`.
+result carrying the notice, anything else is relayed to its upstream as plain JSON-RPC (see
+passthrough.py) and its outcome classified and recorded. After each call, each fleet sync and
+every `check_interval`, the offered set is computed again; when it changed, every client
+session is sent `notifications/tools/list_changed`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -23,6 +26,7 @@ require_mcp()  # before the mcp imports: mcp 1.x would fail them with a less hel
 
 import mcp.types as types  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import get_default_environment, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.server import Server  # noqa: E402
 from mcp.server.lowlevel.server import NotificationOptions  # noqa: E402
@@ -34,9 +38,16 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
 from breakers.sdk.core import ToolFailure  # noqa: E402
-from breakers.sdk.integrations.mcp import McpClassifier, refusal_result  # noqa: E402
+from breakers.sdk.integrations.mcp import McpClassifier  # noqa: E402
 from breakers.sdk.mcp_gateway.breaking import GatewayBreakers  # noqa: E402
 from breakers.sdk.mcp_gateway.config import GatewayConfig, UpstreamConfig  # noqa: E402
+from breakers.sdk.mcp_gateway.passthrough import (  # noqa: E402
+    RawLink,
+    RawStdioLink,
+    StdioFront,
+    UnknownTool,
+    malformed,
+)
 
 __all__ = ["Gateway", "Upstream"]
 
@@ -45,6 +56,13 @@ logger = logging.getLogger("breakers.sdk.mcp_gateway")
 CONNECTION_CLOSED = -32000
 _CLIENT_INFO = types.Implementation(name="breaker-panel-mcp", version="0.1.0")
 _NOTIFY_TIMEOUT = 5.0  # a client that stops reading must not hold up the others
+# Benchmarks only: a file to write the gateway's own time per stdio fast-path call into, at exit.
+TIMINGS_ENV = "BREAKER_MCP_GATEWAY_TIMINGS"
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    """An isError CallToolResult as JSON (what a refusal or a failed call answers)."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
 class Upstream:
@@ -54,11 +72,19 @@ class Upstream:
     so the breaker, not a missing entry, takes them away from the clients.
     """
 
-    def __init__(self, config: UpstreamConfig, *, on_tools: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        *,
+        on_tools: Callable[[], Awaitable[None]],
+        passthrough: bool = True,
+    ) -> None:
         self.config = config
+        self.passthrough = passthrough
         self.name = config.name
         self.tools: list[types.Tool] = []
         self.client: Client | None = None
+        self.link: RawLink | RawStdioLink | None = None  # what tools/call takes, while connected
         self.attempted = anyio.Event()  # the first connection attempt is over (either way)
         self._on_tools = on_tools
         self._wake = anyio.Event()
@@ -69,9 +95,10 @@ class Upstream:
         delay = 0.5
         while True:
             self._restart = False
+            link = self._link()
             try:
-                async with self._client() as client:
-                    self.client = client
+                async with self._client(link) as client:
+                    self.client, self.link = client, link
                     await self._load_tools(client)
                     delay = 0.5
                     self.attempted.set()
@@ -79,17 +106,31 @@ class Upstream:
             except Exception as exc:  # noqa: BLE001 - any failure of the link means: reconnect
                 logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, exc, delay)
             finally:
-                self.client = None
+                self.client = self.link = None
             self.attempted.set()
             await anyio.sleep(delay)
             delay = min(30.0, delay * 2)
 
-    async def call(self, tool: str, arguments: dict[str, Any] | None) -> Any:
-        client = self.client
-        if client is None:
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        marks: list[float] | None = None,
+        *,
+        raw: bool = True,
+    ) -> Any:
+        """`tools/call` relayed as is: the upstream's result as JSON, not yet checked; with
+        `raw=False` through the SDK's client session, as a validated CallToolResult."""
+        client, link = self.client, self.link
+        if client is None or link is None:
             raise ConnectionError(f"upstream {self.name} is not connected")
+        params: dict[str, Any] = {"name": tool}
+        if arguments is not None:
+            params["arguments"] = arguments
         try:
-            return await client.call_tool(tool, arguments)
+            if not raw:
+                return await client.call_tool(tool, arguments)
+            return await link.call(params, marks)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._drop(client)
@@ -130,20 +171,25 @@ class Upstream:
             self._stale = True  # reloaded by the upstream's own task, not this reader
             self._wake.set()
 
-    def _client(self) -> Client:
+    def _link(self) -> RawLink | RawStdioLink:
         config = self.config
-        server: Any
         if config.url:
             http = create_mcp_http_client(headers=config.headers or None)
-            server = streamable_http_client(config.url, http_client=http)
-        else:
-            server = StdioServerParameters(
-                command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
-            )
+            return RawLink(streamable_http_client(config.url, http_client=http))
+        if self.passthrough and sys.platform != "win32":
+            env = get_default_environment() | config.env  # what the SDK's stdio client passes
+            return RawStdioLink(config.command, config.args, env, config.cwd)
+        # The SDK's own transport: on Windows (it spawns a job object), and without passthrough.
+        params = StdioServerParameters(
+            command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
+        )
+        return RawLink(stdio_client(params))
+
+    def _client(self, link: RawLink | RawStdioLink) -> Client:
         # "legacy": the initialize handshake every MCP server speaks, and change notifications
         # on the session itself.
         return Client(
-            server,
+            link,
             mode="legacy",
             client_info=_CLIENT_INFO,
             message_handler=self._on_message,
@@ -169,11 +215,19 @@ class _GatewayServer(Server[Any]):
 class Gateway:
     """Fronts `config.servers`; `breakers` decides what is offered and what may be called."""
 
-    def __init__(self, config: GatewayConfig, breakers: GatewayBreakers) -> None:
+    def __init__(
+        self, config: GatewayConfig, breakers: GatewayBreakers, *, passthrough: bool = True
+    ) -> None:
         self.config = config
         self.breakers = breakers
+        # False: every tools/call through the SDK's models on both hops (the slower path the
+        # passthrough replaced; kept to compare with, and as a way out).
+        self.passthrough = passthrough
         self.classifier = McpClassifier(config.breaker.retryable_patterns)
-        self.upstreams = [Upstream(c, on_tools=self._tools_changed) for c in config.servers]
+        self.upstreams = [
+            Upstream(c, on_tools=self._tools_changed, passthrough=passthrough)
+            for c in config.servers
+        ]
         self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
         self.tools: dict[str, types.Tool] = {}
         self.offered: frozenset[str] = frozenset()
@@ -191,7 +245,10 @@ class Gateway:
         self.server.middleware = []
         # A ServerSession is a per-request proxy: keep the latest one per client connection,
         # for as long as that connection lives.
-        self._sessions: weakref.WeakKeyDictionary[Any, ServerSession] = weakref.WeakKeyDictionary()
+        self._sessions: weakref.WeakKeyDictionary[Any, ServerSession | StdioFront] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -224,10 +281,27 @@ class Gateway:
             loop.call_soon_threadsafe(self._changed.set)
 
     async def serve_stdio(self) -> None:
-        from mcp.server.stdio import stdio_server
+        """Serve one client on stdin/stdout, with the fast path for `tools/call` (passthrough.py);
+        the SDK's own stdio transport when stdin or stdout is not a pipe (a file, say)."""
+        options = self.server.create_initialization_options()
+        if not (self.passthrough and StdioFront.usable()):
+            from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+            async with stdio_server() as (read, write):
+                await self.server.run(read, write, options)
+            return
+        path = os.environ.get(TIMINGS_ENV)
+        front = StdioFront(self.call_raw, timings=[] if path else None)
+        # Its one client hears list_changed from the front, whether or not it listed first.
+        self._front = self._sessions[front] = front
+        try:
+            await front.serve(self.server, options)
+        finally:
+            if path and front.timings is not None:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.writelines(
+                        " ".join(f"{v:.9f}" for v in row) + "\n" for row in front.timings
+                    )
 
     def http_app(self, host: str) -> Any:
         return self.server.streamable_http_app(host=host)
@@ -259,7 +333,7 @@ class Gateway:
                 group.start_soon(self._notify_one, connection, session)
         await self.bus.publish(ToolsListChanged())  # 2026-07-28 clients: subscriptions/listen
 
-    async def _notify_one(self, connection: Any, session: ServerSession) -> None:
+    async def _notify_one(self, connection: Any, session: ServerSession | StdioFront) -> None:
         try:
             with anyio.fail_after(_NOTIFY_TIMEOUT):
                 await session.send_tool_list_changed()
@@ -302,18 +376,39 @@ class Gateway:
         return types.ListToolsResult(tools=[t for n, t in self.tools.items() if n in offered])
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """The SDK's path (streamable HTTP, per-request-era clients): the same relay, its
+        result read into the SDK's model, which is the check for a malformed one here."""
         self._remember(ctx)
-        name = params.name
+        try:
+            result = await self.relay(params.name, params.arguments, _as_model)
+        except UnknownTool as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return _as_model(result)
+
+    async def call_raw(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
+        """The stdio fast path: `params` of a `tools/call` in, its result as JSON out."""
+        return await self.relay(params["name"], params.get("arguments"), _checked, marks)
+
+    async def relay(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        check: Callable[[Any], Any],
+        marks: list[float] | None = None,
+    ) -> Any:
+        """One `tools/call` through the breaker: refused with the notice when the tool is open,
+        else relayed and its outcome recorded. `check(result)` returns what to answer with, or
+        raises if the upstream's result is malformed (a retryable failure)."""
         entry = self.catalog.get(name)
         if entry is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown tool: {name[:100]!r}")
+            raise UnknownTool(f"unknown tool: {name[:100]!r}")
         record = self.breakers.begin(name)
         if record.refused:
             await self.refresh()  # the client listed before this tool went away
-            return refusal_result(record.notice or "")
+            return _error_result(record.notice or "")
         finished = False
         try:
-            result, failure = await self._pass_on(entry, params.arguments)
+            result, failure = await self._pass_on(entry, arguments, check, marks)
             record.finish(failure)
             finished = True
         finally:
@@ -323,22 +418,47 @@ class Gateway:
         return result
 
     async def _pass_on(
-        self, entry: tuple[Upstream, str], arguments: dict[str, Any] | None
+        self,
+        entry: tuple[Upstream, str],
+        arguments: dict[str, Any] | None,
+        check: Callable[[Any], Any],
+        marks: list[float] | None,
     ) -> tuple[Any, ToolFailure | None]:
         upstream, tool = entry
         timeout = self.config.call_timeout
         try:
             with anyio.fail_after(timeout):
-                result = await upstream.call(tool, arguments)
+                raw = await upstream.call(tool, arguments, marks, raw=self.passthrough)
         except TimeoutError:
             failure = ToolFailure(f"no answer from {upstream.name} within {timeout:g} s")
         except Exception as exc:  # noqa: BLE001 - every upstream failure is the call's outcome
             failure = self.classifier.error(exc)
         else:
-            return result, self.classifier.result(result)
-        return refusal_result(f"{tool} failed: {failure.message}"), failure
+            try:
+                result = check(raw)
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                message = str(exc).splitlines()[0][:200]
+                failure = ToolFailure(f"{upstream.name} sent a malformed result: {message}")
+            else:
+                return result, self.classifier.result(raw)
+        return _error_result(f"{tool} failed: {failure.message}"), failure
 
     def _remember(self, ctx: Any) -> None:
+        if self._front is not None:
+            return
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             session = ctx.session
             self._sessions[getattr(session, "_connection", session)] = session
+
+
+def _as_model(result: Any) -> types.CallToolResult:
+    if isinstance(result, types.CallToolResult):
+        return result
+    return types.CallToolResult.model_validate(result)
+
+
+def _checked(result: Any) -> Any:
+    problem = malformed(result)
+    if problem is not None:
+        raise ValueError(problem)
+    return result

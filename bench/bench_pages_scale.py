@@ -105,6 +105,62 @@ def grow(run_pk: int, have: int, want: int) -> None:
         cursor.execute("ANALYZE runs_run")
 
 
+RECENT_RUN_CALLS = 10_000
+
+
+def ensure_recent_run() -> None:
+    """A run that started after the whole history and has reported ``RECENT_RUN_CALLS`` calls.
+
+    Its page is the case a time-only index gets wrong: asked for the run's first calls in time
+    order, PostgreSQL may walk the history's time index from its oldest row, filtering for the
+    run, through every older call (9 s at 10 M without the (run, ts) index). Added to a reused
+    database when missing, so older builds get it too.
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM runs_run WHERE run_id = 'recent-run'")
+        if cursor.fetchone():
+            return
+        cursor.execute(
+            """
+            INSERT INTO runs_run (run_id, agent, worker_id, status, degraded, started_at,
+                step_budget, tool_calls, steps, model_calls, model_spend_usd, input_tokens,
+                output_tokens, tool_attempts, tool_failures, source, cost_estimated,
+                conversation_id)
+            SELECT 'recent-run', 'research', worker_id, 'running', false,
+                   (SELECT max(ts) FROM runs_toolcall) + interval '1 minute', 10000000,
+                   %(n)s, %(n)s, 0, 0, 0, 0, %(n)s, 0, 'sdk', false, ''
+            FROM runs_run WHERE run_id = 'the-long-run'
+            RETURNING id, worker_id, started_at
+            """,
+            {"n": RECENT_RUN_CALLS},
+        )
+        run_pk, worker_pk, started = cursor.fetchone()
+        cursor.execute(
+            """
+            INSERT INTO runs_toolcall
+                (event_id, run_id, worker_id, ts, step, tool, outcome, attempts, duration_ms, error)
+            SELECT 'recent-' || n, %(run)s, %(worker)s, %(start)s + n * interval '100 milliseconds',
+                   n, 'tool-' || lpad((n %% 20)::text, 2, '0'), 'success', 1, 400, ''
+            FROM generate_series(1, %(n)s) AS n
+            """,
+            {"run": run_pk, "worker": worker_pk, "start": started, "n": RECENT_RUN_CALLS},
+        )
+        cursor.execute("ANALYZE runs_toolcall")
+        cursor.execute("ANALYZE runs_run")
+
+
+def delete_fleet_keys() -> None:
+    """The ``bp:*`` keys only: a Celery broker may share the database."""
+    from breakers.services import fleet_store
+
+    client = fleet_store().client
+    stale = list(client.scan_iter(match="bp:*", count=1000))
+    if stale:
+        client.delete(*stale)
+
+
 def built_size(admin_url: str, name: str) -> int | None:
     """The size a finished build left in database ``name``, or None (absent, or cut short)."""
     import psycopg
@@ -138,11 +194,14 @@ def page_ids() -> dict[str, int]:
 
     return {
         "run": Run.objects.get(run_id="the-long-run").pk,
+        "recent": Run.objects.get(run_id="recent-run").pk,
         "tool": Tool.objects.get(name=BIG_TOOL).pk,
     }
 
 
-def measure(names: dict[int, str], rounds: int) -> dict[int, list[Any]]:
+def measure(
+    names: dict[int, str], rounds: int
+) -> tuple[dict[int, list[Any]], dict[int, list[list[float]]]]:
     """Every case on every size once per round, the sizes' order alternating between rounds."""
     from django.contrib.auth.models import User
     from django.db import connection
@@ -164,6 +223,10 @@ def measure(names: dict[int, str], rounds: int) -> dict[int, list[Any]]:
         cases[size] = [
             ("board (GET /)", lambda c=client: c.get("/")),
             ("run page of the big run", lambda c=client, i=ids: c.get(f"/runs/{i['run']}/")),
+            (
+                f"run page of a recent {RECENT_RUN_CALLS:,}-call run",
+                lambda c=client, i=ids: c.get(f"/runs/{i['recent']}/"),
+            ),
             (
                 "tool page of one of its tools",
                 lambda c=client, i=ids: c.get(f"/tools/{i['tool']}/"),
@@ -196,7 +259,7 @@ def measure(names: dict[int, str], rounds: int) -> dict[int, list[Any]]:
         for (case, _), times, count in zip(cases[size], samples[size], counts[size], strict=True):
             cuts = statistics.quantiles(times, n=100, method="inclusive")
             results[size].append(Timing(case, round(cuts[49], 2), round(cuts[98], 2), count, 200))
-    return results
+    return results, samples
 
 
 def main() -> None:
@@ -225,33 +288,39 @@ def main() -> None:
         if size not in reused:
             recreate_database(args.database_url, names[size])
     table: dict[int, list[Any]] = {}
+    samples: dict[int, list[list[float]]] = {}
     try:
         setup_django(with_database(args.database_url, names[sizes[0]]), args.redis_url)
         from django.core.management import call_command
 
-        from breakers.services import fleet_rebuild, fleet_store
+        from breakers.services import fleet_rebuild
 
         for size in sizes:
             use_database(names[size])
+            started = time.perf_counter()
             call_command("migrate", verbosity=0)  # on a reused database: only what is new
             if size in reused:
-                print(f"reused {names[size]} ({size:,} calls)", file=sys.stderr)
+                ensure_recent_run()
+                print(f"reused {names[size]} ({size:,} calls; migrate and top-up "
+                      f"{time.perf_counter() - started:.0f} s)", file=sys.stderr)  # fmt: skip
                 continue
             started = time.perf_counter()
             ids = seed_base()
             grow(ids["run"], 0, size)
+            ensure_recent_run()
             print(f"built {names[size]} ({size:,} calls) in {time.perf_counter() - started:.0f} s; "
                   f"load {os.getloadavg()[0]:.2f}", file=sys.stderr)  # fmt: skip
         # The fleet state in Redis: the same 20 tools in every database, rebuilt once.
-        client = fleet_store().client
-        stale = list(client.scan_iter(match="bp:*", count=1000))
-        if stale:
-            client.delete(*stale)
+        delete_fleet_keys()
         fleet_rebuild()
         load_before = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-        table = measure(names, args.requests)
+        table, samples = measure(names, args.requests)
     finally:
         from django.db import connections
+
+        if "breakers.services" in sys.modules:
+            # A Redis database left with keys counts as in use for scripts/own_services.py.
+            delete_fleet_keys()
 
         connections.close_all()
         if not (args.keep or args.reuse):
@@ -273,11 +342,27 @@ def main() -> None:
         ]
         counts = "/".join(sorted({str(table[s][index].queries) for s in sizes}))
         print(f"| {row.name} | " + " | ".join(cells + ratios) + f" | {counts} |")
-    # The machine is shared: the same page's cost in login pages cancels the load of the moment.
-    print("\nload-adjusted (p50 / login page p50 at that size, as a ratio to the first size):")
-    for index, row in enumerate(table[first][:3]):
-        base = row.p50_ms / table[first][3].p50_ms
-        adjusted = [(table[s][index].p50_ms / table[s][3].p50_ms) / base for s in sizes[1:]]
+    # The machine is shared. Paired: each round requests a page at every size within a second or
+    # so, so the median over rounds of (that round's time at a size / its time at the first size)
+    # leaves out most of the load that moves between rounds.
+    pages = len(table[first]) - 2
+    print(f"\npaired (median over rounds of the page's time at a size / at {first:,} that round):")
+    for index, row in enumerate(table[first][:pages]):
+        paired = [
+            statistics.median(
+                b / a for a, b in zip(samples[first][index], samples[s][index], strict=True)
+            )
+            for s in sizes[1:]
+        ]
+        print(
+            f"  {row.name}: "
+            + ", ".join(f"{a:.2f}x at {s:,}" for a, s in zip(paired, sizes[1:], strict=True))
+        )
+    login = pages  # the login page: a view with no query at all
+    print("load-adjusted (p50 / login page p50 at that size, as a ratio to the first size):")
+    for index, row in enumerate(table[first][:pages]):
+        base = row.p50_ms / table[first][login].p50_ms
+        adjusted = [(table[s][index].p50_ms / table[s][login].p50_ms) / base for s in sizes[1:]]
         print(
             f"  {row.name}: "
             + ", ".join(f"{a:.2f}x at {s:,}" for a, s in zip(adjusted, sizes[1:], strict=True))

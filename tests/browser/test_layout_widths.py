@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -43,7 +44,12 @@ def replay_like(transactional_db: None) -> dict[str, int]:
     runs = []
     for n in range(4):
         worker = make_worker(f"{PREFIX}{n:02d}")
-        run = make_run(f"{PREFIX}{n:02d}-run-000{n}", worker=worker, degraded=True)
+        # Every column of the runs list at its widest: long agent, spend, tokens, failures.
+        run = make_run(
+            f"{PREFIX}{n:02d}-run-000{n}", agent="research-agent-with-a-long-name-v2",
+            worker=worker, degraded=True, model_spend_usd=Decimal("12.3456"),
+            input_tokens=1_234_567, output_tokens=234_567, tool_calls=12_345, tool_failures=1_234,
+        )  # fmt: skip
         for step in range(1, 6):
             make_tool_call(
                 run, step=step, ts=T0 + timedelta(seconds=step), outcome="retryable",

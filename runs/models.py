@@ -160,7 +160,7 @@ class Run(models.Model):
 
 class ModelCall(models.Model):
     event_id = models.CharField(max_length=200)
-    # Covered by modelcall_run_step_idx.
+    # Covered by modelcall_run_ts_idx.
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="model_call_rows", db_index=False
     )
@@ -174,7 +174,9 @@ class ModelCall(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["run", "step"], name="modelcall_run_step_idx"),
+            # A run's page reads its calls in time order: (run, ts) serves that and every lookup
+            # by run (cascades, per-run aggregates) that (run, step) served.
+            models.Index(fields=["run", "ts"], name="modelcall_run_ts_idx"),
             models.Index(fields=["ts"], name="modelcall_ts_idx"),
         ]
         constraints = [
@@ -198,7 +200,7 @@ class ToolCall(models.Model):
     """One exhausted tool call: however many HTTP attempts it made, it is one event."""
 
     event_id = models.CharField(max_length=200)
-    # Both covered by the composite indexes below (run, step) and (worker, ts).
+    # Both covered by the composite indexes below (run, ts) and (worker, ts).
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="tool_call_rows", db_index=False
     )
@@ -216,7 +218,7 @@ class ToolCall(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["tool", "ts"], name="toolcall_tool_ts_idx"),
-            models.Index(fields=["run", "step"], name="toolcall_run_step_idx"),
+            models.Index(fields=["run", "ts"], name="toolcall_run_ts_idx"),
             models.Index(fields=["worker", "ts"], name="toolcall_worker_ts_idx"),
             models.Index(fields=["ts"], name="toolcall_ts_idx"),
         ]

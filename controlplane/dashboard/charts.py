@@ -150,19 +150,36 @@ def _base_layout(fig: go.Figure, *, title: str, subtitle: str, height: int) -> N
 
 
 def _note(fig: go.Figure, text: str | None) -> None:
-    """A line under the plot: how the points were sampled, what was left out."""
+    """A note under the plot: how the points were sampled, what was left out.
+
+    On its own row under the legend, left-aligned like it, with the figure grown by the rows it
+    takes: beside the legend (as it was) it ran into the legend's end and the right-hand x-axis
+    title once the page was 1,280 px wide.
+    """
     if text:
+        lines = text.count("<br>") + 1
+        extra = _LEGEND_ROW_PX + _NOTE_LINE_PX * lines
         fig.add_annotation(
             text=text,
             xref="paper",
             yref="paper",
-            x=1,
+            x=0,
             y=-0.3,
-            xanchor="right",
+            xanchor="left",
             yanchor="top",
+            yshift=-_LEGEND_ROW_PX,
+            align="left",
             showarrow=False,
             font={"size": 11, "color": MUTED},
         )
+        # The plot keeps its height: the margin under it grows by what the note takes.
+        fig.update_layout(
+            height=fig.layout.height + extra, margin={"b": fig.layout.margin.b + extra}
+        )
+
+
+_LEGEND_ROW_PX = 26
+_NOTE_LINE_PX = 15
 
 
 def _hline(value: float, axis: str) -> dict[str, Any]:

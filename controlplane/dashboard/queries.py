@@ -11,12 +11,23 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
-from django.db.models import Model, QuerySet
+from django.db.models import (
+    CharField,
+    ExpressionWrapper,
+    F,
+    Model,
+    OuterRef,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.functions import Length
+from django.db.models.lookups import StartsWith
 from django.utils import timezone
 
 from breakers.models import OperatorAction
 from runs.models import (
     ModelCall,
+    OutageReplay,
     ReportedTransition,
     Run,
     Scope,
@@ -72,7 +83,25 @@ def filtered_runs(*, filters: RunFilters) -> QuerySet[Run]:
     if filters.degraded is not None:
         runs = runs.filter(degraded=filters.degraded)
     # id breaks ties between runs that started in the same microsecond, so pages never overlap.
-    return runs.order_by("-started_at", "-id")
+    return with_replay(runs).order_by("-started_at", "-id")
+
+
+def with_replay(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Each run with the outage replay that played it, or None: ``replay_pk``, ``replay_speed``.
+
+    A replay's runs come from workers named with its prefix (the longest matching prefix wins, as
+    on the outages page). Such a run's timestamps are real, compressed by the replay's speed, while
+    its steps report the story's (simulated) durations: a page showing both must convert one.
+    Two correlated lookups per shown run in the small replay table.
+    """
+    worker_name = ExpressionWrapper(OuterRef("worker__worker_id"), output_field=CharField())
+    owner = OutageReplay.objects.filter(StartsWith(worker_name, F("worker_prefix"))).order_by(
+        Length("worker_prefix").desc(), "-pk"
+    )
+    return runs.annotate(
+        replay_pk=Subquery(owner.values("pk")[:1]),
+        replay_speed=Subquery(owner.values("speed")[:1]),
+    )
 
 
 def runs_page(*, filters: RunFilters, page: int = 1, per_page: int = RUNS_PER_PAGE) -> RunsPage:

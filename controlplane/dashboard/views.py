@@ -63,6 +63,7 @@ from controlplane.dashboard.queries import (
     audit_page,
     run_timeline,
     runs_page,
+    with_replay,
 )
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
@@ -370,6 +371,6 @@ def _filtered_list(
 
 @require_GET
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("worker"), pk=pk)
+    run = get_object_or_404(with_replay(Run.objects.select_related("worker")), pk=pk)
     context = {"nav": "runs", "run": run, "timeline": run_timeline(run=run)}
     return render_page(request, "dashboard/run_detail.html", context)

@@ -1,17 +1,21 @@
 """No page is wider than the window at 1280 and 1920 px, with the long names a replay makes
-(worker ids that differ only at the end, long operator reasons and errors)."""
+(worker ids that differ only at the end, long operator reasons and errors): no table scrolls
+sideways inside its box, no column heading is cut, no fact is cut short, and no two texts of a
+chart (titles, axis titles, legend, notes) overlap."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from breakers.permissions import operators_group
+from runs.models import Run
 from tests.dashboard.factories import (
     T0,
     make_fleet_transition,
@@ -23,6 +27,7 @@ from tests.dashboard.factories import (
     make_transition,
     make_worker,
 )
+from tests.dashboard.outage_story import make_replay_batch
 
 pytestmark = pytest.mark.browser
 
@@ -39,7 +44,12 @@ def replay_like(transactional_db: None) -> dict[str, int]:
     runs = []
     for n in range(4):
         worker = make_worker(f"{PREFIX}{n:02d}")
-        run = make_run(f"{PREFIX}{n:02d}-run-000{n}", worker=worker, degraded=True)
+        # Every column of the runs list at its widest: long agent, spend, tokens, failures.
+        run = make_run(
+            f"{PREFIX}{n:02d}-run-000{n}", agent="research-agent-with-a-long-name-v2",
+            worker=worker, degraded=True, model_spend_usd=Decimal("12.3456"),
+            input_tokens=1_234_567, output_tokens=234_567, tool_calls=12_345, tool_failures=1_234,
+        )  # fmt: skip
         for step in range(1, 6):
             make_tool_call(
                 run, step=step, ts=T0 + timedelta(seconds=step), outcome="retryable",
@@ -51,7 +61,47 @@ def replay_like(transactional_db: None) -> dict[str, int]:
     make_fleet_transition(tool, at=T0, from_state="closed", to_state="open", reason=LONG_REASON)
     make_operator_action(tool, at=T0 + timedelta(minutes=1), reason=LONG_REASON)
     incident = make_incident(tool, opened_at=T0)
-    return {"tool": tool.pk, "run": runs[0].pk, "incident": incident.pk}
+    # An outage replay batch (the outages page and its charts), one of whose runs is shown too.
+    replays = make_replay_batch(started_at=T0 - timedelta(hours=20), window_runs=60, workers=4)
+    replayed = Run.objects.filter(worker__worker_id__startswith=replays[0].worker_prefix).first()
+    assert replayed is not None
+    return {"tool": tool.pk, "run": runs[0].pk, "incident": incident.pk, "replayed": replayed.pk}
+
+
+# What is cut or overlaps on the page, as the browser laid it out (an empty list when nothing).
+LAYOUT_PROBLEMS = """() => {
+  const problems = [];
+  const name = (e) => e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined
+    ? '.' + String(e.className).trim().split(/\\s+/).join('.') : '');
+  for (const e of document.querySelectorAll('.table-wrap, .panel, .facts, .scopes > *')) {
+    if (e.scrollWidth > e.clientWidth + 1) {
+      problems.push(`${name(e)} scrolls: ${e.scrollWidth} > ${e.clientWidth}`);
+    }
+  }
+  for (const e of document.querySelectorAll('table.data thead th, .facts dt, .facts dd')) {
+    if (e.scrollWidth > e.clientWidth + 1) {
+      problems.push(`${name(e)} cut: "${e.textContent.trim().slice(0, 40)}"`);
+    }
+  }
+  const texts = '.gtitle, .g-xtitle text, .g-ytitle text, .g-x2title text, .g-y2title text, '
+    + '.annotation-text, .legendtext';
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const boxes = [...plot.querySelectorAll(texts)]
+      .map((t) => [t.textContent.trim(), t.getBoundingClientRect()])
+      .filter(([text, r]) => text && r.width > 0 && r.height > 0);
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const [ta, a] = boxes[i], [tb, b] = boxes[j];
+        const overlap = Math.min(a.right, b.right) - Math.max(a.left, b.left) > 2
+          && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 2;
+        if (overlap) {
+          problems.push(`chart ${plot.id}: "${ta.slice(0, 30)}" overlaps "${tb.slice(0, 30)}"`);
+        }
+      }
+    }
+  }
+  return problems;
+}"""
 
 
 @pytest.mark.parametrize("width", [1280, 1920])
@@ -70,19 +120,27 @@ def test_no_page_is_wider_than_the_window(
         "/",
         f"/tools/{replay_like['tool']}/",
         f"/runs/{replay_like['run']}/",
+        f"/runs/{replay_like['replayed']}/",
         "/runs/",
         "/incidents/",
         f"/incidents/{replay_like['incident']}/",
         "/audit/",
         "/alerts/",
+        "/outages/",
     ]
-    too_wide = {}
+    too_wide, problems = {}, {}
     for path in pages:
-        page.goto(path, wait_until="domcontentloaded")
+        page.goto(path, wait_until="load")
+        if path == "/outages/":
+            expect(page.locator(".js-plotly-plot")).to_have_count(7)
         scroll = page.evaluate("document.documentElement.scrollWidth")
         if scroll > width:
             too_wide[path] = scroll
+        found = page.evaluate(LAYOUT_PROBLEMS)
+        if found:
+            problems[path] = found
     assert not too_wide, too_wide
+    assert not problems, problems
     # Worker ids are told apart by their end: it stays visible.
     page.goto(f"/tools/{replay_like['tool']}/")
     assert page.get_by_text("worker-03", exact=False).first.is_visible()

@@ -2,6 +2,10 @@
 
     BP_SCREENSHOTS=1 .venv/bin/pytest tests/browser/test_screenshots.py
 
+To look at the pages at another width without touching docs/ (the README's set is 1440 px wide):
+
+    BP_SCREENSHOTS=1 BP_SCREENSHOTS_WIDTH=1280 BP_SCREENSHOTS_DIR=/tmp/shots .venv/bin/pytest ...
+
 It seeds a small, realistic data set (a search outage in the middle of ordinary traffic, a fleet of
 tools in every state) and saves one PNG per page. Skipped unless BP_SCREENSHOTS=1, so the suite
 never rewrites docs/. The fleet states are made through the real services (ingest, operator
@@ -15,6 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +34,7 @@ from breakers.models import Incident, Tool
 from breakers.permissions import operators_group
 from breakers.services import fleet_operator_action, fleet_store, fleet_tick
 from runs.models import Run, Worker
-from tests.browser.conftest import SCREENSHOTS_DIR
+from tests.browser import conftest
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     T0,
@@ -47,6 +52,9 @@ from tests.dashboard.factories import (
 )
 from tests.dashboard.live import calls, event_id, iso, run_started, send
 from tests.dashboard.outage_story import make_incident_story, make_replay_batch
+
+SCREENSHOTS_DIR = Path(os.environ.get("BP_SCREENSHOTS_DIR") or conftest.SCREENSHOTS_DIR)
+WIDTH = int(os.environ.get("BP_SCREENSHOTS_WIDTH") or 1440)
 
 pytestmark = [
     pytest.mark.browser,
@@ -275,6 +283,7 @@ def test_take_screenshots_of_the_main_pages(
     page: Page, live_server: Any, log_in_as: Callable[[User], None], fleet_redis: redis.Redis
 ) -> None:
     SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": WIDTH, "height": 900})
     page.goto("/accounts/login/")
     page.screenshot(path=SCREENSHOTS_DIR / "login.png")
 

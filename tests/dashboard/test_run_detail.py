@@ -14,10 +14,11 @@ from pytest_django import DjangoAssertNumQueries
 
 from breakers.sdk import ToolBreaker, ToolFailure
 from controlplane.dashboard import queries
-from runs.models import Run
+from runs.models import OutageReplay, Run
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     HOSTILE_SCRIPT,
+    T0,
     make_model_call,
     make_outage_run,
     make_run,
@@ -221,3 +222,61 @@ def test_query_count_does_not_grow_with_steps(
     with django_assert_max_num_queries(len(small_page.captured_queries)):
         response = viewer_client.get(f"/runs/{big.pk}/")
     assert len(step_kinds(response.content.decode())) == 600
+
+
+# -- a replay's run: real timestamps, simulated step durations ---------------------------------
+
+
+def make_replay_run(*, prefix: str, speed: float, worker_id: str) -> Run:
+    """A run as ``simulate_outage`` leaves it: 210 ms of real time between start and finish (the
+    story compressed ``speed`` times), while its steps report the story's durations."""
+    OutageReplay.objects.create(
+        mode="run", speed=speed, worker_prefix=prefix, started_at=T0,
+        outage_started_at=T0, outage_ended_at=T0 + timedelta(seconds=1),
+    )  # fmt: skip
+    run = make_run(
+        "r-replayed",
+        worker=make_worker(worker_id),
+        finished_at=T0 + timedelta(milliseconds=210),
+        duration_ms=210,
+    )
+    make_model_call(run, step=1, ts=T0 + timedelta(milliseconds=20), duration_ms=1200)
+    make_tool_call(run, step=1, ts=T0 + timedelta(milliseconds=120), duration_ms=1800)
+    make_model_call(run, step=2, ts=T0 + timedelta(milliseconds=150), duration_ms=1200)
+    return run
+
+
+def run_duration(html: str) -> str:
+    match = re.search(r"data-run-duration>(.*?)</dd>", html, re.S)
+    assert match, "the run's duration is shown"
+    return re.sub(r"<[^>]+>", "", match.group(1)).strip()
+
+
+def test_a_replay_runs_duration_is_in_the_same_time_as_its_steps(viewer_client: Client) -> None:
+    # 4.2 s of story in 210 ms of real time at 20x: the steps (1.2 + 1.8 + 1.2 s) fit in it.
+    run = make_replay_run(prefix="research-replay-1-run-", speed=20.0,
+                          worker_id="research-replay-1-run-worker-1")  # fmt: skip
+    html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
+    assert run_duration(html) == "4.2 s simulated (210 ms real)"
+    assert 'Duration <span class="muted">(simulated)</span>' in html  # the steps' column
+    assert "data-replay-note" in html and "at 20\N{MULTIPLICATION SIGN} speed" in html
+    listed = viewer_client.get("/runs/").content.decode()
+    assert '4.2 s <span class="muted">sim.</span>' in listed
+
+
+def test_an_ordinary_runs_durations_are_labelled_as_what_they_measure(
+    viewer_client: Client, outage_run: Run
+) -> None:
+    html = viewer_client.get(f"/runs/{outage_run.pk}/").content.decode()
+    assert run_duration(html) == "1 m 00 s"
+    assert 'Duration <span class="muted">(start to finish)</span>' in html
+    assert ">Call duration</th>" in html
+    assert "simulated" not in html and "data-replay-note" not in html
+
+
+def test_a_prefix_is_matched_literally_not_as_a_pattern(viewer_client: Client) -> None:
+    # "_" and "%" are LIKE wildcards: a replay prefix made of them must not claim other workers.
+    run = make_replay_run(prefix="research_replay%", speed=20.0,
+                          worker_id="research-replay-x-run-worker-1")  # fmt: skip
+    html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
+    assert run_duration(html) == "210 ms"

@@ -8,6 +8,7 @@ Badges always carry a text label and a glyph, never colour alone.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -150,6 +151,17 @@ def duration_ms(value: int | None) -> str:
     if seconds < 3600:
         return f"{seconds // 60} m {seconds % 60:02d} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} m"
+
+
+@register.filter
+def simulated_ms(value: int | None, speed: float | None) -> int | None:
+    """A replay run's real milliseconds in the story's (simulated) time: real x speed.
+
+    A missing or corrupt speed counts as 1, as on the outages page."""
+    if value is None:
+        return None
+    factor = speed if speed and math.isfinite(speed) and speed > 0 else 1.0
+    return round(int(value) * factor)
 
 
 @register.filter

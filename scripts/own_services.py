@@ -72,6 +72,8 @@ def main(argv: list[str]) -> int:
         if client is not None and number is not None:
             key = f"breaker-panel:db-claim:{number}"
             if client.get(key) == owner.encode():
+                # Leave it empty: a database holding keys looks in use to the next run.
+                redis.Redis.from_url(env["REDIS_URL"], socket_timeout=5).flushdb()
                 client.delete(key)
 
 

@@ -33,7 +33,7 @@ from breakers.sdk import (
     WorkerBreakers,
     tool_name,
 )
-from breakers.sdk.client import _read_grant
+from breakers.sdk.client.fleet_sync import read_grant
 from tests.sdk.support import FakeClock, chat_tools
 
 TOOLS = chat_tools("web_search", "calculator")
@@ -492,7 +492,7 @@ def plane(trial_server: TrialServer, clock: FakeClock) -> Iterator[ControlPlane]
 
 def poll(plane: ControlPlane) -> None:
     """What the poll thread does on each round, on the test's thread."""
-    assert plane._poll_fleet()
+    assert plane.fleet_sync.poll()
     plane._ask_for_trials()
 
 
@@ -546,7 +546,7 @@ def test_a_refusal_is_asked_again_after_the_retry_interval(
     poll(plane)
     assert len(trial_server.trial_requests) == 1
     assert offered(run.breakers) == ["calculator"]
-    clock.advance(plane.trial_retry_interval)
+    clock.advance(plane.fleet_sync.trial_retry_interval)
     trial_server.trial = granted()
     poll(plane)
     assert len(trial_server.trial_requests) == 2
@@ -635,10 +635,10 @@ def test_a_run_dropped_without_finish_stops_counting_as_in_progress(
 def test_a_grant_is_read_against_the_date_header_or_else_this_hosts_clock() -> None:
     headers = {"date": format_datetime(GRANT_DATE, usegmt=True)}
     refused = {"granted": False, "window": 4, "expires_at": None}
-    assert _read_grant(200, headers, refused) is None
-    assert _read_grant(200, headers, granted(60)[1]) == (2, 59.0)
+    assert read_grant(200, headers, refused) is None
+    assert read_grant(200, headers, granted(60)[1]) == (2, 59.0)
     in_a_minute = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
-    grant = _read_grant(200, {}, {"granted": True, "window": 5, "expires_at": in_a_minute})
+    grant = read_grant(200, {}, {"granted": True, "window": 5, "expires_at": in_a_minute})
     assert grant is not None and grant[0] == 5 and 57 < grant[1] <= 59
 
 

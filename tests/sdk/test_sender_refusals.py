@@ -187,16 +187,20 @@ class FlakyPlane(ControlPlane):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.raised: set[str] = set()
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, start=False, **kwargs)
+        acknowledge = self.sender._acknowledge
+
+        def flaky_acknowledge(reply: Any) -> None:
+            self._once("acknowledge")
+            acknowledge(reply)
+
+        self.sender._acknowledge = flaky_acknowledge  # type: ignore[method-assign]
+        self.start()
 
     def _once(self, where: str) -> None:
         if where not in self.raised:
             self.raised.add(where)
             raise RuntimeError(f"bug in {where}")
-
-    def _acknowledge(self, reply: Any) -> None:
-        self._once("acknowledge")
-        super()._acknowledge(reply)
 
     def _ask_for_trials(self) -> None:
         self._once("ask for trials")
@@ -221,7 +225,7 @@ def test_an_unexpected_exception_is_logged_and_both_threads_carry_on(
         wait_for(lambda: plane.stats.loop_errors == 2 and plane.stats.fleet_polls >= 3)
         run.record_success("web_search")
         assert plane.close(timeout=3)
-    assert all(thread.is_alive() is False for thread in plane._threads)
+    assert all(thread.is_alive() is False for thread in plane.threads())
     assert [batch[0]["type"] for batch in server.batches] == ["run.started", "tool.call"]
     assert plane.stats.dropped == 1  # the batch in flight when it broke: counted, not resent
     assert "bug in acknowledge" in caplog.text and "bug in ask for trials" in caplog.text

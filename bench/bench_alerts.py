@@ -8,7 +8,7 @@ One command (PostgreSQL and Redis on this machine; nothing else to start):
 
 It creates a scratch database (``--bench-db``, dropped at the end), starts one real Celery worker
 (``celery -A controlplane worker``, thread pool, 4 threads) on it and the fake Slack server
-(``tests/fakes/slack_server.py``, a real HTTP server on 127.0.0.1), and uses the Redis database of
+(``scripts/testing/fake_slack.py``, a real HTTP server on 127.0.0.1), and uses the Redis database of
 ``REDIS_URL`` as broker, fleet store and rate limiter (only its own keys, deleted at the end).
 
 Per alert a fresh tool gets five retryable failures from two workers through
@@ -44,7 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 if TYPE_CHECKING:
-    from tests.fakes.slack_server import FakeSlackServer
+    from scripts.testing.fake_slack import FakeSlackServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -90,7 +90,8 @@ def migrate(db_url: str) -> None:
 
 def setup_django(db_url: str) -> None:
     os.environ["DATABASE_URL"] = db_url
-    # The worker is started by tests.processes, which strips this; nothing else here reads it.
+    # The worker is started by scripts.testing.processes, which strips this; nothing else here
+    # reads it.
     os.environ.pop("TEST_DATABASE_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     import django
@@ -173,8 +174,8 @@ def baseline_send(server: FakeSlackServer, ids: Iterator[int]) -> float:
 
 def measure(alerts: int, pace: float, channels: int) -> list[str]:
     from breakers.models import Alert, AlertChannel, AlertState
-    from tests.fakes.slack_server import FakeSlackServer
-    from tests.processes import CeleryWorkerProcess, declare_celery_queues
+    from scripts.testing.fake_slack import FakeSlackServer
+    from scripts.testing.processes import CeleryWorkerProcess, declare_celery_queues
 
     ids = itertools.count()
     run = secrets.token_hex(3)

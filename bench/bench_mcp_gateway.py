@@ -5,8 +5,8 @@ One command (PostgreSQL and Redis on this machine for the second part; nothing t
     .venv/bin/python bench/bench_mcp_gateway.py                 # both parts
     .venv/bin/python bench/bench_mcp_gateway.py --calls 3000 --no-fleet
 
-1. Overhead: one real `mcp` client talks to the flaky upstream (tests/mcp/flaky_server.py) over
-   stdio directly, and a second one to the same kind of upstream through the gateway (stdio to
+1. Overhead: one real `mcp` client talks to the flaky upstream (scripts/testing/mcp_upstream.py)
+   over stdio directly, and a second one to the same kind of upstream through the gateway (stdio to
    the gateway, stdio from it to its upstream). Calls of `echo` alternate between the two, so
    both see the same load; the overhead is the gateway's p50/p99 minus the direct one's. The
    breaker's own share (a call's run: begin and finish, then the offered-set check on 20 tools)
@@ -36,7 +36,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.mcp.helpers import Flaky, Notes, connect, gateway_stdio, write_config  # noqa: E402
+from scripts.testing.mcp_servers import Flaky, Notes, connect, gateway_stdio, write_config  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
@@ -115,7 +115,7 @@ def setup_control_plane(database_url: str, redis_url: str, bench_db: str) -> Any
 
     call_command("migrate", verbosity=0)
     _ = psycopg  # the scratch database is dropped by the caller
-    from tests.processes import WebServerProcess
+    from scripts.testing.processes import WebServerProcess
 
     return WebServerProcess(workers=2, threads=4).start()
 

@@ -19,7 +19,7 @@ from breakers.fleet_watch import FleetWatch
 from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane
 from runs.models import AgentToken
-from tests.processes import WebServerProcess
+from scripts.testing.processes import WebServerProcess
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "web_search"}},

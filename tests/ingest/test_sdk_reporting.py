@@ -23,7 +23,7 @@ from breakers.sdk.client import ControlPlane
 from breakers.sdk.client.ids import process_ids
 from runs.models import AgentToken, IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall
 from runs.models import Worker as WorkerRow
-from tests.processes import WebServerProcess
+from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

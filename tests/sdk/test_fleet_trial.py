@@ -9,7 +9,6 @@ runs never touch the network. Clocks are fake: nothing sleeps.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import sys
 import threading
@@ -17,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -34,6 +32,7 @@ from breakers.sdk import (
     tool_name,
 )
 from breakers.sdk.client.fleet_sync import read_grant
+from scripts.testing.events_server import JsonHandler, LocalServer
 from tests.sdk.support import FakeClock, chat_tools
 
 TOOLS = chat_tools("web_search", "calculator")
@@ -427,7 +426,7 @@ def test_a_source_without_a_version_is_read_on_every_step(worker: WorkerBreakers
 # -- the client: asking for the lease on the poll thread --------------------------------------
 
 
-class TrialServer:
+class TrialServer(LocalServer):
     """A scripted control plane on a free local port: ``GET /api/v1/fleet`` answers
     ``fleet``, ``POST /api/v1/tools/{tool}/trial`` answers ``trial`` (status, body, Date)."""
 
@@ -437,41 +436,24 @@ class TrialServer:
         self.trial_requests: list[tuple[str, dict[str, Any]]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
-                self._answer(200, server.fleet, datetime.now(UTC))
+                self.answer_at(200, server.fleet, datetime.now(UTC))
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.trial_requests.append((self.path, body))
-                self._answer(*server.trial)
+                server.trial_requests.append((self.path, self.read_json()))
+                self.answer_at(*server.trial)
 
-            def _answer(self, status: int, body: dict[str, Any], date: datetime) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response_only(status)
-                self.send_header("Date", format_datetime(date, usegmt=True))
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+            def answer_at(self, status: int, body: dict[str, Any], date: datetime) -> None:
+                self.answer(status, body, {"Date": format_datetime(date, usegmt=True)})
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
-        self._thread.start()
+        super().__init__(Handler)
 
     def half_open(self, tool: str, trial: str = "lease") -> None:
         self.fleet = {
             "version": self.fleet["version"] + 1,
             "tools": {tool: {"state": "half_open", "since": SINCE, "reason": "", "trial": trial}},
         }
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

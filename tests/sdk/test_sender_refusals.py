@@ -159,7 +159,11 @@ def test_an_unexpected_exception_is_logged_and_both_threads_carry_on(
         run.record_success("web_search")
         assert plane.close(timeout=3)
     assert all(thread.is_alive() is False for thread in plane.threads())
-    assert [batch[0]["type"] for batch in server.batches] == ["run.started", "tool.call"]
+    # The drop report goes with the next batch, or alone (an empty batch) if the sender gets there
+    # before the run records its call: which one depends on the machine's load.
+    sent = [batch[0]["type"] for batch in server.batches if batch]
+    assert sent == ["run.started", "tool.call"]
     assert plane.stats.dropped == 1  # the batch in flight when it broke: counted, not resent
+    assert plane.stats.dropped_reported == 1
     assert "bug in acknowledge" in caplog.text and "bug in ask for trials" in caplog.text
     assert "Traceback" in caplog.text

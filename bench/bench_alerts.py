@@ -35,13 +35,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
+from scratch import scratch_database  # bench/scratch.py
 
 if TYPE_CHECKING:
     from scripts.testing.fake_slack import FakeSlackServer
@@ -53,31 +50,7 @@ TOOL_PREFIX = "alertbench-"
 BASELINE_PATH = "/services/TBASE/BBASE/baselinebaselinebaseline"
 
 
-@dataclass(frozen=True)
-class Call:
-    event_id: str
-    tool: str
-    worker_id: str
-    outcome: str
-
-
 # --- scratch database ----------------------------------------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-@contextmanager
-def scratch_database(admin_url: str, name: str) -> Iterator[str]:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(admin_url, name)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def migrate(db_url: str) -> None:
@@ -134,6 +107,7 @@ def open_one(tool: str, ids: Iterator[int]) -> tuple[float, float]:
     from django.db import transaction
 
     from breakers.services import fleet_record_tool_calls
+    from scripts.testing.fleet_calls import Call
 
     stamps: list[tuple[float, float]] = []
     with transaction.atomic():

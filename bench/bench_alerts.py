@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scratch import scratch_database  # bench/scratch.py
+from scratch import add_database_arguments, scratch_database  # bench/scratch.py
 
 if TYPE_CHECKING:
     from scripts.testing.fake_slack import FakeSlackServer
@@ -216,13 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-    )
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_alerts"
-    )
+    add_database_arguments(parser, "alerts", redis_url=False)
     parser.add_argument("--alerts", type=int, default=100)
     parser.add_argument("--pace", type=float, default=1.1, help="seconds between openings")
     parser.add_argument("--channels", type=int, default=1)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from scratch import free_port, manage, scratch_database  # bench/scratch.py
+from scratch import add_database_arguments, free_port, manage, scratch_database  # bench/scratch.py
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -350,11 +350,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--database-url", default=os.environ.get(
-        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_fleet"
-    )
+    add_database_arguments(parser, "fleet", redis_url=False)
     parser.add_argument("--part", choices=["cost", "propagation", "both"], default="both")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--trials", type=int, default=30)

@@ -40,6 +40,7 @@ from typing import Any
 
 import psycopg
 from scratch import (  # bench/scratch.py
+    add_database_arguments,
     drop_database,
     free_port,
     manage,
@@ -308,15 +309,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--database-url", default=os.environ.get(
-        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_ingest"
-    )
-    # Accepted tool calls also update the fleet counters: keep them out of the dev database.
-    parser.add_argument(
-        "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
-    )
+    # Accepted tool calls also update the fleet counters: --redis-url keeps them out of the dev
+    # database.
+    add_database_arguments(parser, "ingest")
     parser.add_argument("--batch-sizes", default="1,10,100,500")
     parser.add_argument("--seconds", type=float, default=10.0, help="per batch size")
     parser.add_argument("--clients", type=int, default=4, help="concurrent senders (workers)")

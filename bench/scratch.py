@@ -4,6 +4,8 @@ works in a database of its own, created from nothing and dropped at the end. Imp
 
 from __future__ import annotations
 
+import argparse
+import os
 import socket
 import subprocess
 import sys
@@ -15,6 +17,25 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def add_database_arguments(
+    parser: argparse.ArgumentParser, bench: str, *, redis_url: bool = True
+) -> None:
+    """``--database-url`` (the server to create the scratch database on), ``--bench-db`` (named
+    after this run's ``TEST_DATABASE_NAME``, so concurrent runs never share one) and, unless
+    ``redis_url=False``, ``--redis-url``."""
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+    )
+    parser.add_argument(
+        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + f"_bench_{bench}"
+    )
+    if redis_url:
+        parser.add_argument(
+            "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+        )
 
 
 def with_database(url: str, name: str) -> str:

@@ -155,7 +155,7 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         self._closed = True
         atexit.unregister(self.close)
-        flushed = self.sender.flush(timeout) if self.sender.thread else not self.sender.buffer
+        flushed = self.flush(timeout) if self.sender.thread else not self.sender.buffer
         self._stopping.set()
         self.sender.wake()
         self.transport.cut_held()  # the long-poll, so that closing never waits for the server

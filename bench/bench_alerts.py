@@ -8,7 +8,7 @@ One command (PostgreSQL and Redis on this machine; nothing else to start):
 
 It creates a scratch database (``--bench-db``, dropped at the end), starts one real Celery worker
 (``celery -A controlplane worker``, thread pool, 4 threads) on it and the fake Slack server
-(``tests/fakes/slack_server.py``, a real HTTP server on 127.0.0.1), and uses the Redis database of
+(``scripts/testing/fake_slack.py``, a real HTTP server on 127.0.0.1), and uses the Redis database of
 ``REDIS_URL`` as broker, fleet store and rate limiter (only its own keys, deleted at the end).
 
 Per alert a fresh tool gets five retryable failures from two workers through
@@ -35,16 +35,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
+from scratch import add_database_arguments, scratch_database  # bench/scratch.py
 
 if TYPE_CHECKING:
-    from tests.fakes.slack_server import FakeSlackServer
+    from scripts.testing.fake_slack import FakeSlackServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,31 +50,7 @@ TOOL_PREFIX = "alertbench-"
 BASELINE_PATH = "/services/TBASE/BBASE/baselinebaselinebaseline"
 
 
-@dataclass(frozen=True)
-class Call:
-    event_id: str
-    tool: str
-    worker_id: str
-    outcome: str
-
-
 # --- scratch database ----------------------------------------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-@contextmanager
-def scratch_database(admin_url: str, name: str) -> Iterator[str]:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(admin_url, name)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def migrate(db_url: str) -> None:
@@ -90,7 +63,8 @@ def migrate(db_url: str) -> None:
 
 def setup_django(db_url: str) -> None:
     os.environ["DATABASE_URL"] = db_url
-    # The worker is started by tests.processes, which strips this; nothing else here reads it.
+    # The worker is started by scripts.testing.processes, which strips this; nothing else here
+    # reads it.
     os.environ.pop("TEST_DATABASE_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     import django
@@ -133,6 +107,7 @@ def open_one(tool: str, ids: Iterator[int]) -> tuple[float, float]:
     from django.db import transaction
 
     from breakers.services import fleet_record_tool_calls
+    from scripts.testing.fleet_calls import Call
 
     stamps: list[tuple[float, float]] = []
     with transaction.atomic():
@@ -173,8 +148,8 @@ def baseline_send(server: FakeSlackServer, ids: Iterator[int]) -> float:
 
 def measure(alerts: int, pace: float, channels: int) -> list[str]:
     from breakers.models import Alert, AlertChannel, AlertState
-    from tests.fakes.slack_server import FakeSlackServer
-    from tests.processes import CeleryWorkerProcess, declare_celery_queues
+    from scripts.testing.fake_slack import FakeSlackServer
+    from scripts.testing.processes import CeleryWorkerProcess, declare_celery_queues
 
     ids = itertools.count()
     run = secrets.token_hex(3)
@@ -241,13 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-    )
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_alerts"
-    )
+    add_database_arguments(parser, "alerts", redis_url=False)
     parser.add_argument("--alerts", type=int, default=100)
     parser.add_argument("--pace", type=float, default=1.1, help="seconds between openings")
     parser.add_argument("--channels", type=int, default=1)

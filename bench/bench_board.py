@@ -37,9 +37,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
+from scratch import (  # bench/scratch.py
+    add_database_arguments,
+    drop_database,
+    recreate_database,
+    with_database,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,21 +55,6 @@ class Timing:
     p99_ms: float
     queries: int
     status: int
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-def recreate_database(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def setup_django(db_url: str, redis_url: str) -> None:
@@ -282,14 +271,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--database-url", default=os.environ.get(
-        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_board"
-    )
-    parser.add_argument(
-        "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
-    )
+    add_database_arguments(parser, "board")
     parser.add_argument("--tools", type=int, default=200)
     parser.add_argument("--workers", type=int, default=50)
     parser.add_argument("--calls", type=int, default=100_000)

@@ -42,14 +42,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import psycopg
+from scratch import add_database_arguments, free_port, manage, scratch_database  # bench/scratch.py
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -58,30 +57,6 @@ BENCH_TOOL = "bench_fleet_tool"
 
 
 # --- scratch database and servers ----------------------------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-@contextmanager
-def scratch_database(admin_url: str, name: str) -> Iterator[str]:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(admin_url, name)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
-    return done.stdout
 
 
 def setup_django(db_url: str) -> None:
@@ -106,14 +81,6 @@ def delete_bench_keys() -> None:
 
 
 # --- part 1: the update cost ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Call:
-    event_id: str
-    tool: str
-    worker_id: str
-    outcome: str
 
 
 @dataclass
@@ -163,6 +130,7 @@ def measure_cost(calls: int) -> list[str]:
     from breakers import services
     from breakers.fleet.store import OutcomeEvent
     from runs.services import ingest_batch
+    from scripts.testing.fleet_calls import Call
 
     store = services.fleet_store()
     services.fleet_record_tool_calls(calls=[Call("warm", BENCH_TOOL, "w1", "retryable")])
@@ -382,11 +350,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--database-url", default=os.environ.get(
-        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_fleet"
-    )
+    add_database_arguments(parser, "fleet", redis_url=False)
     parser.add_argument("--part", choices=["cost", "propagation", "both"], default="both")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--trials", type=int, default=30)
@@ -405,7 +369,7 @@ def main() -> None:
                 report += [*measure_cost(args.calls), ""]
             if args.part in ("propagation", "both"):
                 token = manage(env, "create_agent_token", "bench").strip().splitlines()[-1]
-                port = _free_port()
+                port = free_port()
                 # Every worker may hold a long-poll: threads for all of them, plus ingest's.
                 held = args.workers + 1
                 server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held)}
@@ -429,14 +393,6 @@ def main() -> None:
 
             connections.close_all()
     print("\n".join(report))
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _redis_version() -> str:

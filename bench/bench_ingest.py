@@ -26,7 +26,6 @@ import http.client
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,9 +37,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from scratch import (  # bench/scratch.py
+    add_database_arguments,
+    drop_database,
+    free_port,
+    manage,
+    recreate_database,
+    with_database,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -110,36 +116,6 @@ def batches(worker_id: str, prefix: str, batch_size: int) -> Iterator[bytes]:
 
 
 # --- server and database -----------------------------------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-def recreate_database(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
-    return done.stdout
 
 
 def start_gunicorn(
@@ -333,15 +309,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--database-url", default=os.environ.get(
-        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
-    parser.add_argument(
-        "--bench-db", default=os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_ingest"
-    )
-    # Accepted tool calls also update the fleet counters: keep them out of the dev database.
-    parser.add_argument(
-        "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
-    )
+    # Accepted tool calls also update the fleet counters: --redis-url keeps them out of the dev
+    # database.
+    add_database_arguments(parser, "ingest")
     parser.add_argument("--batch-sizes", default="1,10,100,500")
     parser.add_argument("--seconds", type=float, default=10.0, help="per batch size")
     parser.add_argument("--clients", type=int, default=4, help="concurrent senders (workers)")

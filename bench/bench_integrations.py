@@ -78,7 +78,10 @@ def openai_agents() -> dict[str, Callable[[], object]]:
     return {
         "bare": lambda: Runner.run_sync(bare, QUESTION),
         "ToolBreaker": lambda: Runner.run_sync(run_scope, QUESTION),
-        "ControlPlane": lambda: (Runner.run_sync(with_plane, QUESTION), control._buffer.clear()),
+        "ControlPlane": lambda: (
+            Runner.run_sync(with_plane, QUESTION),
+            control.sender.buffer.clear(),
+        ),
     }
 
 
@@ -134,7 +137,7 @@ def langchain() -> dict[str, Callable[[], object]]:
     question = {"messages": [{"role": "user", "content": QUESTION}]}
 
     def invoke(name: str) -> Callable[[], object]:
-        return lambda: (agents[name].invoke(question), control._buffer.clear())
+        return lambda: (agents[name].invoke(question), control.sender.buffer.clear())
 
     return {name: invoke(name) for name in agents}
 
@@ -175,7 +178,7 @@ def pydantic_ai() -> dict[str, Callable[[], object]]:
     }
 
     def invoke(name: str) -> Callable[[], object]:
-        return lambda: (agents[name].run_sync(QUESTION), control._buffer.clear())
+        return lambda: (agents[name].run_sync(QUESTION), control.sender.buffer.clear())
 
     return {name: invoke(name) for name in agents}
 

@@ -5,7 +5,7 @@ One command (PostgreSQL and Redis on this machine for the second part; nothing t
     scripts/own_services.py -- .venv/bin/python bench/bench_mcp_gateway.py     # both parts
     .venv/bin/python bench/bench_mcp_gateway.py --calls 3000 --no-fleet
 
-1. Overhead: real `mcp` clients call `echo` on the flaky upstream (tests/mcp/flaky_server.py)
+1. Overhead: real `mcp` clients call `echo` on the flaky upstream (scripts/testing/mcp_upstream.py)
    over stdio: directly, through the gateway (stdio in, stdio out, the tools/call passthrough)
    and through a gateway with `--no-passthrough` (the SDK's models on both hops). Calls
    alternate between the three, so all see the same load; overhead is a path's p50/p99 minus
@@ -38,7 +38,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.mcp.helpers import Flaky, Notes, connect, gateway_stdio, write_config  # noqa: E402
+from scripts.testing.mcp_servers import Flaky, Notes, connect, gateway_stdio, write_config  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
@@ -144,7 +144,8 @@ def breaker_share(rounds: int) -> tuple[list[float], list[float]]:
 def setup_control_plane(database_url: str, redis_url: str, bench_db: str) -> Any:
     import psycopg
 
-    from bench.bench_board import recreate_database, setup_django, with_database
+    from bench.bench_board import setup_django
+    from bench.scratch import recreate_database, with_database
 
     recreate_database(database_url, bench_db)
     import redis
@@ -159,7 +160,7 @@ def setup_control_plane(database_url: str, redis_url: str, bench_db: str) -> Any
 
     call_command("migrate", verbosity=0)
     _ = psycopg  # the scratch database is dropped by the caller
-    from tests.processes import WebServerProcess
+    from scripts.testing.processes import WebServerProcess
 
     return WebServerProcess(workers=2, threads=4).start()
 
@@ -302,7 +303,7 @@ def report_overhead(calls_per_path: int, tmp: Path) -> None:
 
 
 def report_latency(args: argparse.Namespace, tmp: Path) -> None:
-    from bench.bench_board import drop_database
+    from bench.scratch import drop_database
 
     server = None
     before = load()

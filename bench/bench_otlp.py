@@ -33,22 +33,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import (
-    STEPS_PER_RUN,
-    batches,
-    drop_database,
-    free_port,
-    manage,
-    recreate_database,
-    start_gunicorn,
-    with_database,
-)
+from bench_ingest import STEPS_PER_RUN, batches, start_gunicorn
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from scratch import drop_database, free_port, manage, recreate_database, with_database
 
 T0_NS = 1_796_000_000_000_000_000
 SPANS_PER_RUN = 1 + 2 * STEPS_PER_RUN

@@ -228,7 +228,7 @@ def sdk_cases() -> list[Case]:
             step(plane_run),
             PYBREAKER_OK,
             True,
-            reset=plane._buffer.clear,
+            reset=plane.sender.buffer.clear,
         ),
         Case("run+worker+fleet view, a fleet tool not offered", step(other_run), PYBREAKER_OK),
         Case("raise + record_failure + available, 1 removed", failed_step, PYBREAKER_FAIL, True),

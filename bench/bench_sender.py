@@ -4,7 +4,7 @@ Run from the repository root:
 
     .venv/bin/python bench/bench_sender.py [--rounds 3]
 
-A local HTTP server (the scripted one of tests/sdk/test_sender_server_errors.py) answers 500 to
+A local HTTP server (scripts/testing/events_server.py, as in the sender's tests) answers 500 to
 any batch holding a ``breaker.transition`` event, as the SQLite writer of issue 10 did, and 200
 to the rest. One run's 40 events (two of them transitions) go out as one batch with the default
 backoff (0.5 s doubling) and ``server_error_tries`` (3). Reported per round: the seconds until
@@ -23,12 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from breakers.sdk import ControlPlane
-from tests.sdk.test_sender_server_errors import (
-    ScriptedServer,
-    buffered,
-    fails_on_transitions,
-    play_run,
-)
+from scripts.testing.events_server import ScriptedServer, fails_on_transitions, play_run
 
 
 def one_round() -> tuple[float, int, int]:
@@ -38,7 +33,7 @@ def one_round() -> tuple[float, int, int]:
     )
     try:
         play_run(plane)
-        good = {e["id"] for e in buffered(plane) if e["type"] != "breaker.transition"}
+        good = {e["id"] for e in plane.buffered() if e["type"] != "breaker.transition"}
         started = time.monotonic()
         plane.start()
         while not good <= set(server.taken_ids()):

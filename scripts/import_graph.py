@@ -25,6 +25,12 @@ LAYERS = (
 )
 # The UI is imported by the URLconf only (and by itself).
 UI_PACKAGE, UI_IMPORTERS = "controlplane.dashboard", ("controlplane.urls",)
+# Test and benchmark support: what each folder may not import (its top-level package names).
+# The apps never import test code; bench/ shares what it needs with tests/ through scripts/testing/.
+FORBIDDEN = {
+    **{package: ("tests", "scripts", "bench") for package in PACKAGES},
+    "bench": ("tests",),
+}
 
 
 def layer_of(module: str) -> int:
@@ -123,6 +129,22 @@ def _known(module: str, modules: dict[str, Path]) -> str:
     return module
 
 
+def forbidden_imports(root: Path = ROOT) -> list[str]:
+    """``file -> module`` for each import of a package its folder may not use (FORBIDDEN)."""
+    found = []
+    for folder, banned in FORBIDDEN.items():
+        for path in sorted((root / folder).rglob("*.py")) if (root / folder).is_dir() else []:
+            for node, _ in _imports(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    continue  # relative: inside its own package
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else names
+                for name in names:
+                    if name.split(".")[0] in banned:
+                        found.append(f"{path.relative_to(root)} -> {name}")
+    return found
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -159,6 +181,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def report(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
+    """Print the figures; returns what ``--check`` fails on: wrong-way and forbidden imports,
+    and runtime cycles."""
     modules = module_files(root)
     found = edges(modules)
     runtime: dict[str, set[str]] = defaultdict(set)
@@ -186,9 +210,13 @@ def report(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
     print(f"cycles only through TYPE_CHECKING imports: {len(type_cycles)}")
     for cycle in type_cycles:
         print(f"  {' <-> '.join(cycle)}")
+    support = forbidden_imports(root)
+    print(f"imports of test or benchmark code where it does not belong: {len(support)}")
+    for line in support:
+        print(f"  {line}")
     lines = len(largest[1].read_text().splitlines())
     print(f"largest module: {largest[1].relative_to(root)} ({lines} lines)")
-    return upward, runtime_cycles
+    return upward + support, runtime_cycles
 
 
 def main() -> int:

@@ -9,8 +9,8 @@ import pytest
 import redis
 from django.conf import settings
 
-import tests.processes
 import tests.vendor_server
+from scripts.testing import processes
 
 # The tests' vendors live on loopback: outbound HTTP may reach it here (and in the server
 # processes the tests start, which inherit this environment). Production refuses it by default.
@@ -44,13 +44,13 @@ def redis_client() -> Iterator[redis.Redis]:
 @pytest.fixture(scope="session")
 def celery_worker_process(
     django_db_setup: None,
-) -> Iterator[tests.processes.CeleryWorkerProcess]:
+) -> Iterator[processes.CeleryWorkerProcess]:
     """One real ``celery -A controlplane worker`` for the whole session (see ``celery_worker``)."""
     try:
-        tests.processes.database_url_of_test_db()
+        processes.database_url_of_test_db()
     except LookupError as exc:
         pytest.skip(str(exc))
-    worker = tests.processes.CeleryWorkerProcess(pool="threads", concurrency=4)
+    worker = processes.CeleryWorkerProcess(pool="threads", concurrency=4)
     worker.start()
     yield worker
     worker.stop()
@@ -58,8 +58,8 @@ def celery_worker_process(
 
 @pytest.fixture
 def celery_worker(
-    celery_worker_process: tests.processes.CeleryWorkerProcess, transactional_db: None
-) -> Iterator[tests.processes.CeleryWorkerProcess]:
+    celery_worker_process: processes.CeleryWorkerProcess, transactional_db: None
+) -> Iterator[processes.CeleryWorkerProcess]:
     """A real Celery worker process consuming this session's broker (REDIS_URL).
 
     It runs ``celery -A controlplane worker`` (thread pool, 4 threads) with DATABASE_URL set to
@@ -72,11 +72,11 @@ def celery_worker(
     flush the Redis database (``redis_client``) also delete them; after the test the fixture
     waits (with a deadline) until the queue is empty and the worker idle. Need a second worker
     process (say, to show that two of them cannot both run a job)? Start a
-    ``tests.processes.CeleryWorkerProcess`` in the test and stop it at the end.
+    ``scripts.testing.processes.CeleryWorkerProcess`` in the test and stop it at the end.
     """
     if not celery_worker_process.alive:
         pytest.fail("the session's Celery worker has died:\n" + celery_worker_process.log_tail())
-    tests.processes.declare_celery_queues()
+    processes.declare_celery_queues()
     yield celery_worker_process
     # Let the worker finish what the test sent before the tables are emptied for the next one.
     celery_worker_process.wait_idle()

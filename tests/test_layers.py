@@ -50,6 +50,18 @@ WRONG_WAY = {
         },
         ["only the URLs import the UI"],
     ),
+    "test code imported by an app or a benchmark": (
+        {
+            "runs/__init__.py": "",
+            "runs/services.py": "from tests.waiting import wait_for\n",
+            "bench/bench_x.py": "import tests.processes\nfrom scripts.testing import processes\n",
+        },
+        [
+            "runs/services.py -> tests.waiting",
+            "bench/bench_x.py -> tests.processes",
+            "test or benchmark code where it does not belong: 2",
+        ],
+    ),
 }
 
 

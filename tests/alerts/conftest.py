@@ -13,7 +13,7 @@ import redis
 
 from breakers.models import AlertChannel
 from breakers.services import fleet_store
-from tests.fakes.slack_server import FakeSlackServer
+from scripts.testing.fake_slack import FakeSlackServer
 
 
 def _delete_our_keys(client: redis.Redis) -> None:

@@ -4,7 +4,6 @@ time passed in: open it, move it to half-open, decide its trial."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from breakers.fleet.rules import OperatorActionKind
@@ -16,24 +15,11 @@ from breakers.services import (
     fleet_trial_acquire,
 )
 from runs.models import AgentToken
+from scripts.testing.fleet_calls import Call
 
 T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
 COOLDOWN = timedelta(seconds=30)  # settings.BREAKER_COOLDOWN_SECONDS
 _ids = itertools.count(1)
-
-# Synthetic calls say nothing about when they happened: never older than a transition.
-NEVER_STALE = datetime.max.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Call:
-    event_id: str
-    tool: str
-    worker_id: str
-    outcome: str
-    trial: bool = False  # FleetCall.trial (a half-open trial call)
-    dedupe_id: str = ""  # FleetCall.dedupe_id (event_id when empty)
-    ts: datetime = NEVER_STALE  # when it happened: these tests drive time through ``now``
 
 
 def at(seconds: float) -> datetime:

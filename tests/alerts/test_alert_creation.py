@@ -26,8 +26,8 @@ from breakers.models import (
     FleetTransition,
     Incident,
 )
+from scripts.testing.fake_slack import FakeSlackServer
 from tests.alerts.steps import COOLDOWN, at, cycle, half_open, open_tool, operator, trial
-from tests.fakes.slack_server import FakeSlackServer
 
 pytestmark = pytest.mark.django_db
 

@@ -24,14 +24,14 @@ from breakers.models import Alert, AlertChannel, AlertKind, AlertState, Incident
 from breakers.ratelimit import ChannelRateLimiter
 from breakers.services import fleet_operator_action, fleet_tick
 from runs.services import ingest_batch
-from tests.alerts.steps import at, cycle, open_tool, trial
-from tests.fakes.slack_server import (
+from scripts.testing.fake_slack import (
     INVALID_PAYLOAD,
     NO_SERVICE,
     SERVER_ERROR,
     FakeSlackServer,
     rate_limited,
 )
+from tests.alerts.steps import at, cycle, open_tool, trial
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from breakers.models import Alert, AlertChannel, AlertKind, AlertState
 from breakers.tasks import deliver_alert, sweep_alerts
+from scripts.testing.fake_slack import NO_SERVICE, SERVER_ERROR, FakeSlackServer, rate_limited
+from scripts.testing.processes import CeleryWorkerProcess
 from tests.alerts.steps import COOLDOWN, cycle, half_open, open_tool, trial
-from tests.fakes.slack_server import NO_SERVICE, SERVER_ERROR, FakeSlackServer, rate_limited
-from tests.processes import CeleryWorkerProcess
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]

@@ -37,7 +37,7 @@ from breakers.alert_messages import (
     slack_length,
 )
 from breakers.transports.slack import SlackTransport
-from tests.fakes.slack_server import FakeSlackServer
+from scripts.testing.fake_slack import FakeSlackServer
 
 SINCE = datetime(2026, 11, 29, 9, 12, 4, tzinfo=UTC)
 INCIDENT = "https://panel.example/incidents/42"

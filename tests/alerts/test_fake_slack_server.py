@@ -11,7 +11,7 @@ from urllib.error import HTTPError, URLError
 
 import pytest
 
-from tests.fakes.slack_server import (
+from scripts.testing.fake_slack import (
     DEFAULT_WEBHOOK_PATH,
     NO_SERVICE,
     OK,

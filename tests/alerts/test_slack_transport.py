@@ -19,7 +19,7 @@ from breakers.transports.slack import (
     SlackTransport,
     parse_retry_after,
 )
-from tests.fakes.slack_server import (
+from scripts.testing.fake_slack import (
     CHANNEL_ARCHIVED,
     DEFAULT_WEBHOOK_PATH,
     DROP,

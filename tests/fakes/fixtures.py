@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.slack_server import FakeSlackServer
+from scripts.testing.fake_slack import FakeSlackServer
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ import redis
 from breakers.models import FleetTransition, Incident, Tool
 from breakers.services import fleet_store
 from runs.models import AgentToken, ToolCall
+from scripts.testing.processes import WebServerProcess
 from tests.fleet.conftest import run_started, tool_call
-from tests.processes import WebServerProcess
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS_PER_WORKER = 4

@@ -16,8 +16,8 @@ import redis
 from breakers.models import FleetTransition, Incident, Probe, Tool, ToolPolicy
 from breakers.services import fleet_record_tool_calls
 from breakers.tasks import fleet_tick
-from tests.alerts.steps import Call
-from tests.processes import CeleryBeatProcess, CeleryWorkerProcess
+from scripts.testing.fleet_calls import Call
+from scripts.testing.processes import CeleryBeatProcess, CeleryWorkerProcess
 from tests.vendor_server import VendorServer
 from tests.waiting import wait_for
 

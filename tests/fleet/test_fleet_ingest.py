@@ -16,8 +16,8 @@ from breakers.models import FleetTransition, Incident, Tool
 from breakers.services import fleet_store
 from runs.models import FleetBacklog, Run, ToolCall
 from runs.services import ingest_batch
+from scripts.testing.processes import free_port
 from tests.fleet.conftest import Report, run_started, tool_call
-from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from breakers.fleet_watch import FleetWatch
 from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane
 from runs.models import AgentToken
-from tests.processes import WebServerProcess
+from scripts.testing.processes import WebServerProcess
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "web_search"}},
@@ -77,7 +77,7 @@ def test_an_opening_is_pushed_to_a_waiting_worker(
     try:
         run_b = plane_b.start_run(agent="research", step_budget=20)
         assert plane_b.flush()
-        eventually(lambda: plane_b._server_waits, "B's first long-poll to be held")
+        eventually(lambda: plane_b.fleet_sync.server_waits, "B's first long-poll to be held")
         assert names(run_b.available(TOOLS)) == ["web_search", "calculator"]
         _open_from_two_workers(pushing_server.url, token)
         eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
@@ -101,8 +101,8 @@ def test_a_server_that_does_not_hold_requests_is_polled(
     try:
         run_b = plane_b.start_run(agent="research", step_budget=20)
         eventually(lambda: plane_b.stats.fleet_polls >= 2, "B to poll")
-        assert not plane_b._server_waits
-        assert plane_b.next_fleet_poll_delay() == 0.05
+        assert not plane_b.fleet_sync.server_waits
+        assert plane_b.fleet_sync.next_poll_delay() == 0.05
         _open_from_two_workers(polling_server.url, token)
         eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
     finally:
@@ -153,12 +153,15 @@ def test_closing_a_plane_cuts_its_held_request(
     plane = ControlPlane(
         pushing_server.url, token=token, worker_id="worker-d", fleet_poll_interval=AN_HOUR
     )
-    eventually(lambda: plane._held is not None and plane._server_waits, "a held long-poll")
+    eventually(
+        lambda: plane.transport.held is not None and plane.fleet_sync.server_waits,
+        "a held long-poll",
+    )
     plane.close()
     # Held for up to 20 s otherwise. close() joins only for what is left of its timeout, so the
     # cut thread may still be unwinding when it returns: it must end well before the hold would.
     eventually(
-        lambda: not any(thread.is_alive() for thread in plane._threads),
+        lambda: not any(thread.is_alive() for thread in plane.threads()),
         "the held request to be cut",
         timeout=10,
     )

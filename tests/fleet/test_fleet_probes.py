@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from breakers.http import HttpError, http_request
 from breakers.models import ProbeKind, Tool, ToolPolicy
 from breakers.probes import run_callable_probe, run_http_probe
-from tests.processes import free_port
+from scripts.testing.processes import free_port
 from tests.vendor_server import VendorServer
 
 

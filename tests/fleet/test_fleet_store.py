@@ -25,7 +25,7 @@ from breakers.fleet.store import (
     redis_client,
 )
 from breakers.sdk.core import State
-from tests.processes import free_port
+from scripts.testing.processes import free_port
 from tests.waiting import wait_for
 
 POLICY = FleetPolicy(threshold=3, cooldown_ms=1000, max_cooldown_ms=4000, min_workers=2)

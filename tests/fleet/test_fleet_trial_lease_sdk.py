@@ -23,7 +23,7 @@ from breakers.sdk.client import ControlPlane, Run
 from breakers.services import fleet_state as rebuild_if_lost
 from breakers.services import fleet_tick, tool_policy_update
 from runs.models import AgentToken
-from tests.processes import WebServerProcess
+from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ import redis
 from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane
 from runs.models import AgentToken, ReportedTransition, Run
-from tests.processes import WebServerProcess
+from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,10 +19,11 @@ import pytest
 from pytest_django.live_server_helper import LiveServer
 
 from breakers.sdk import ToolFailure
-from breakers.sdk.client import ControlPlane, _ids
+from breakers.sdk.client import ControlPlane
+from breakers.sdk.client.ids import process_ids
 from runs.models import AgentToken, IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall
 from runs.models import Worker as WorkerRow
-from tests.processes import WebServerProcess
+from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +171,9 @@ def test_a_full_buffer_drops_new_events_and_reports_how_many(
     finally:
         server.stop()
 
-    assert IngestedEvent.objects.filter(event_id__contains=":" + _ids.prefix).count() == 10 + 1
+    assert (
+        IngestedEvent.objects.filter(event_id__contains=":" + process_ids.prefix).count() == 10 + 1
+    )
     assert WorkerRow.objects.get(worker_id="w-e2e").dropped_events == 15
 
 
@@ -216,7 +219,7 @@ def test_a_plane_pointed_at_nothing_never_raises_into_the_agent(
 
 
 def _child_ids(queue: multiprocessing.Queue[list[str]]) -> None:
-    queue.put([_ids.new() for _ in range(1000)])
+    queue.put([process_ids.new() for _ in range(1000)])
 
 
 # The children only make ids; the warning is about threads the live server may have left.
@@ -227,7 +230,7 @@ def test_event_ids_are_unique_across_forked_processes() -> None:
     children = [context.Process(target=_child_ids, args=(queue,)) for _ in range(2)]
     for child in children:
         child.start()
-    ids = [_ids.new() for _ in range(1000)] + queue.get(timeout=30) + queue.get(timeout=30)
+    ids = [process_ids.new() for _ in range(1000)] + queue.get(timeout=30) + queue.get(timeout=30)
     for child in children:
         child.join(timeout=30)
 

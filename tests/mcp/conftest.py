@@ -1,4 +1,4 @@
-"""Fixtures for the MCP tests (helpers in tests/mcp/helpers.py)."""
+"""Fixtures for the MCP tests (helpers in scripts/testing/mcp_servers.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.testing.mcp_servers import Flaky, Process
 from tests.fleet.conftest import fleet_redis  # noqa: F401 - a fixture for test_gateway_fleet
-from tests.mcp.helpers import Flaky, Process
 
 
 @pytest.fixture

@@ -19,8 +19,15 @@ from django.db import connection
 
 from breakers.models import Tool
 from runs.models import AgentToken, Run, ToolCall
-from tests.mcp.helpers import Flaky, Notes, connect, gateway_stdio, tool_names, write_config
-from tests.processes import WebServerProcess
+from scripts.testing.mcp_servers import (
+    Flaky,
+    Notes,
+    connect,
+    gateway_stdio,
+    tool_names,
+    write_config,
+)
+from scripts.testing.processes import WebServerProcess
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 
-from tests.mcp.helpers import (
+from scripts.testing.mcp_servers import (
     Flaky,
     Notes,
     Process,

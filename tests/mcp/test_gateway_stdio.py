@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 
-from tests.mcp.helpers import (
+from scripts.testing.mcp_servers import (
     Flaky,
     Notes,
     connect,

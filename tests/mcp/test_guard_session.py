@@ -11,8 +11,8 @@ from mcp.shared.exceptions import MCPError
 
 from breakers.sdk import ControlPlane, ToolBreaker, WorkerBreakers
 from breakers.sdk.integrations.mcp import guard_session
-from tests.mcp.flaky_server import build_server
-from tests.mcp.helpers import Flaky
+from scripts.testing.mcp_servers import Flaky
+from scripts.testing.mcp_upstream import build_server
 
 
 def names(listing: object) -> list[str]:

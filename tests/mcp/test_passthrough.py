@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from breakers.sdk.mcp_gateway.gateway import TIMINGS_ENV
 from breakers.sdk.mcp_gateway.passthrough import malformed
-from tests.mcp.helpers import (
+from scripts.testing.mcp_servers import (
     Flaky,
     Notes,
     Process,

@@ -15,9 +15,9 @@ from opentelemetry.trace import Status, StatusCode
 
 from breakers.models import Alert, AlertChannel, AlertKind, AlertState, FleetTransition, Tool
 from runs.models import AgentToken, ModelCall, Run, ToolCall
-from tests.fakes.slack_server import FakeSlackServer
+from scripts.testing.fake_slack import FakeSlackServer
+from scripts.testing.processes import CeleryWorkerProcess
 from tests.otlp.exporters import JsonSpanExporter
-from tests.processes import CeleryWorkerProcess
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

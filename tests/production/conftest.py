@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import database_url_of_test_db
+from scripts.testing.processes import database_url_of_test_db
 from tests.production.servers import ProductionWebServer, collect_static
 
 

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.processes import ROOT, WebServerProcess, child_env
+from scripts.testing.processes import ROOT, WebServerProcess, child_env
 
 # Long and varied enough for the production settings; the tests sign sessions with it too.
 PRODUCTION_SECRET_KEY = "test-production-secret-" + "k3Y9-q8Zr-" * 5

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from breakers.permissions import operators_group
-from tests.processes import ROOT, free_port
+from scripts.testing.processes import ROOT, free_port
 
 
 @pytest.fixture

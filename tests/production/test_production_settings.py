@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.processes import ROOT
+from scripts.testing.processes import ROOT
 from tests.production.servers import PRODUCTION_SECRET_KEY
 
 

@@ -19,8 +19,12 @@ from breakers.models import Alert, AlertState, FleetTransition, Tool
 from breakers.outage_replay import replay_token, simulate_modes
 from runs.models import IngestedEvent, Run, RunStatus, ToolCall
 from runs.simulation.scenario import Scenario
-from tests.fakes.slack_server import FakeSlackServer
-from tests.processes import CeleryBeatProcess, CeleryWorkerProcess, database_url_of_test_db
+from scripts.testing.fake_slack import FakeSlackServer
+from scripts.testing.processes import (
+    CeleryBeatProcess,
+    CeleryWorkerProcess,
+    database_url_of_test_db,
+)
 from tests.production.servers import ProductionWebServer
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
@@ -42,7 +46,8 @@ def stack(
         database_url_of_test_db()
     except LookupError as exc:
         pytest.skip(str(exc))
-    # Every process of the stack reads these (tests.processes.child_env copies os.environ).
+    # Every process of the stack reads these (child_env in scripts/testing/processes.py copies
+    # os.environ).
     monkeypatch.setenv("BREAKER_TICK_SECONDS", "0.2")
     monkeypatch.setenv("BREAKER_TRIAL_LEASE_SECONDS", str(120 / SPEED))
     monkeypatch.setenv("SLACK_MIN_INTERVAL_SECONDS", "0.05")

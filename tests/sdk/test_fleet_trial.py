@@ -9,7 +9,6 @@ runs never touch the network. Clocks are fake: nothing sleeps.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import sys
 import threading
@@ -17,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -33,7 +31,8 @@ from breakers.sdk import (
     WorkerBreakers,
     tool_name,
 )
-from breakers.sdk.client import _read_grant
+from breakers.sdk.client.fleet_sync import read_grant
+from scripts.testing.events_server import JsonHandler, LocalServer
 from tests.sdk.support import FakeClock, chat_tools
 
 TOOLS = chat_tools("web_search", "calculator")
@@ -427,7 +426,7 @@ def test_a_source_without_a_version_is_read_on_every_step(worker: WorkerBreakers
 # -- the client: asking for the lease on the poll thread --------------------------------------
 
 
-class TrialServer:
+class TrialServer(LocalServer):
     """A scripted control plane on a free local port: ``GET /api/v1/fleet`` answers
     ``fleet``, ``POST /api/v1/tools/{tool}/trial`` answers ``trial`` (status, body, Date)."""
 
@@ -437,41 +436,24 @@ class TrialServer:
         self.trial_requests: list[tuple[str, dict[str, Any]]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
-                self._answer(200, server.fleet, datetime.now(UTC))
+                self.answer_at(200, server.fleet, datetime.now(UTC))
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.trial_requests.append((self.path, body))
-                self._answer(*server.trial)
+                server.trial_requests.append((self.path, self.read_json()))
+                self.answer_at(*server.trial)
 
-            def _answer(self, status: int, body: dict[str, Any], date: datetime) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response_only(status)
-                self.send_header("Date", format_datetime(date, usegmt=True))
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+            def answer_at(self, status: int, body: dict[str, Any], date: datetime) -> None:
+                self.answer(status, body, {"Date": format_datetime(date, usegmt=True)})
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
-        self._thread.start()
+        super().__init__(Handler)
 
     def half_open(self, tool: str, trial: str = "lease") -> None:
         self.fleet = {
             "version": self.fleet["version"] + 1,
             "tools": {tool: {"state": "half_open", "since": SINCE, "reason": "", "trial": trial}},
         }
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -492,7 +474,7 @@ def plane(trial_server: TrialServer, clock: FakeClock) -> Iterator[ControlPlane]
 
 def poll(plane: ControlPlane) -> None:
     """What the poll thread does on each round, on the test's thread."""
-    assert plane._poll_fleet()
+    assert plane.fleet_sync.poll()
     plane._ask_for_trials()
 
 
@@ -546,7 +528,7 @@ def test_a_refusal_is_asked_again_after_the_retry_interval(
     poll(plane)
     assert len(trial_server.trial_requests) == 1
     assert offered(run.breakers) == ["calculator"]
-    clock.advance(plane.trial_retry_interval)
+    clock.advance(plane.fleet_sync.trial_retry_interval)
     trial_server.trial = granted()
     poll(plane)
     assert len(trial_server.trial_requests) == 2
@@ -635,10 +617,10 @@ def test_a_run_dropped_without_finish_stops_counting_as_in_progress(
 def test_a_grant_is_read_against_the_date_header_or_else_this_hosts_clock() -> None:
     headers = {"date": format_datetime(GRANT_DATE, usegmt=True)}
     refused = {"granted": False, "window": 4, "expires_at": None}
-    assert _read_grant(200, headers, refused) is None
-    assert _read_grant(200, headers, granted(60)[1]) == (2, 59.0)
+    assert read_grant(200, headers, refused) is None
+    assert read_grant(200, headers, granted(60)[1]) == (2, 59.0)
     in_a_minute = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
-    grant = _read_grant(200, {}, {"granted": True, "window": 5, "expires_at": in_a_minute})
+    grant = read_grant(200, {}, {"granted": True, "window": 5, "expires_at": in_a_minute})
     assert grant is not None and grant[0] == 5 and 57 < grant[1] <= 59
 
 

@@ -37,6 +37,7 @@ def test_the_wheel_holds_the_sdk_and_nothing_of_the_server(wheel: Path) -> None:
     packaged = {n for n in names if not n.startswith("breaker_panel_sdk-")}
     assert "breakers/sdk/__init__.py" in packaged
     assert "breakers/sdk/integrations/langchain.py" in packaged
+    assert "breakers/sdk/client/sender.py" in packaged  # subpackages too, found by rglob
     assert all(name.startswith("breakers/sdk/") for name in packaged)  # no breakers/__init__.py
     metadata = zipfile.ZipFile(wheel).read("breaker_panel_sdk-0.1.0.dist-info/METADATA").decode()
     requirements = [line for line in metadata.splitlines() if line.startswith("Requires-Dist")]

@@ -11,99 +11,25 @@ seconds, so nothing depends on how fast the machine is.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from breakers.sdk import ControlPlane, ToolFailure
+from breakers.sdk import ControlPlane
+from scripts.testing.events_server import (
+    FLEET,
+    Answer,
+    Events,
+    ScriptedServer,
+    accepted,
+    fails_on_transitions,
+    play_run,
+)
 from tests.waiting import wait_for
-
-Events = list[dict[str, Any]]
-# status, JSON body, extra headers
-Answer = tuple[int, Any, dict[str, str]]
-FLEET = {"version": 1, "tools": {}}
-TRANSITION_BUG = {"detail": "Internal Server Error: KeyError: 'run-1'"}
-
-
-def accepted(events: Events) -> Answer:
-    return 200, {"accepted": len(events), "duplicates": 0, "rejected": [], "fleet": FLEET}, {}
-
-
-class ScriptedServer:
-    """``POST /api/v1/events`` answers ``script(events, nth request)``; keeps every batch and
-    which ones it answered 200."""
-
-    def __init__(self, script: Callable[[Events, int], Answer]) -> None:
-        self.script = script
-        self.fail_drop_reports = False  # answer 500 to any body carrying a drop report
-        self.batches: list[Events] = []
-        self.taken: list[Events] = []  # the batches answered 200
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._answer(200, FLEET, {})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.batches.append(body["events"])
-                    nth = len(server.batches)
-                status, reply, headers = server.script(body["events"], nth)
-                if server.fail_drop_reports and "dropped" in body:
-                    status, reply, headers = 500, {"detail": "bug in the drop report"}, {}
-                if status == 200:
-                    with server.lock:
-                        server.taken.append(body["events"])
-                self._answer(status, reply, headers)
-
-            def _answer(self, status: int, body: Any, headers: dict[str, str]) -> None:
-                raw = json.dumps(body).encode()
-                try:
-                    self.send_response_only(status)
-                    for name, value in {"Content-Type": "application/json", **headers}.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(raw)))
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except OSError:
-                    pass  # the client gave up waiting (a test of timeouts)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
-        self._thread.start()
-
-    def taken_ids(self) -> list[str]:
-        with self.lock:
-            return [event["id"] for batch in self.taken for event in batch]
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[Events, int], Answer]], ScriptedServer]]:
-    servers: list[ScriptedServer] = []
-
-    def start(script: Callable[[Events, int], Answer]) -> ScriptedServer:
-        servers.append(ScriptedServer(script))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def new_plane(url: str, **options: Any) -> ControlPlane:
@@ -114,27 +40,7 @@ def new_plane(url: str, **options: Any) -> ControlPlane:
     return ControlPlane(url, token="bp_test", worker_id="w1", **{**defaults, **options})
 
 
-def play_run(plane: ControlPlane, *, calls: int = 12) -> None:
-    """A run that loses web_search (a run and a worker transition) among model and tool calls."""
-    run = plane.start_run(agent="research")
-    for _ in range(calls):
-        run.record_model_call(input_tokens=10, output_tokens=5, cost_usd=0.001)
-        run.record_failure("web_search", ToolFailure("503 from vendor"))
-        run.record_success("read_page")
-    run.finish()
-
-
-def buffered(plane: ControlPlane) -> Events:
-    return plane.buffered()
-
-
 # -- a server error on one kind of event -----------------------------------------------------
-
-
-def fails_on_transitions(events: Events, nth: int) -> Answer:
-    if any(event["type"] == "breaker.transition" for event in events):
-        return 500, TRANSITION_BUG, {}
-    return accepted(events)
 
 
 def test_a_server_that_500s_on_one_event_type_keeps_delivering_everything_else(
@@ -143,7 +49,7 @@ def test_a_server_that_500s_on_one_event_type_keeps_delivering_everything_else(
     server = serve(fails_on_transitions)
     plane = new_plane(server.url, start=False)
     play_run(plane)
-    sent = buffered(plane)
+    sent = plane.buffered()
     bad = [event["id"] for event in sent if event["type"] == "breaker.transition"]
     assert len(bad) == 2 and len(sent) == 40  # one batch: the bad events are in it
 
@@ -153,7 +59,7 @@ def test_a_server_that_500s_on_one_event_type_keeps_delivering_everything_else(
         requests = len(server.batches)
         # The worker's next run is not held up either.
         play_run(plane, calls=6)
-        later = buffered(plane)
+        later = plane.buffered()
         bad += [event["id"] for event in later if event["type"] == "breaker.transition"]
         assert plane.flush(timeout=30)
         wait_for(lambda: plane.stats.dropped_reported == plane.stats.dropped)
@@ -185,7 +91,7 @@ def test_a_drop_report_the_server_cannot_take_is_given_up_not_the_events_carryin
     server.fail_drop_reports = True
     plane = new_plane(server.url, max_buffer=5, batch_size=5, start=False)
     play_run(plane, calls=2)  # 8 events into a buffer of 5: 3 dropped
-    sent = [event["id"] for event in buffered(plane)]
+    sent = [event["id"] for event in plane.buffered()]
     assert plane.stats.dropped == 3
     with caplog.at_level(logging.ERROR, logger="breakers.sdk.client"):
         plane.start()
@@ -205,7 +111,7 @@ def test_a_single_5xx_is_retried_not_dropped(
     server = serve(lambda events, nth: (status, {}, {}) if nth <= 2 else accepted(events))
     plane = new_plane(server.url, start=False)
     plane.start_run(agent="research")
-    sent = [event["id"] for event in buffered(plane)]
+    sent = [event["id"] for event in plane.buffered()]
     plane.start()
     assert plane.close(timeout=30)
     assert server.taken_ids() == sent
@@ -319,7 +225,7 @@ def test_an_attempt_whose_answer_is_lost_is_counted_as_duplicates_on_the_resend(
     server = serve(script)
     plane = new_plane(server.url, timeout=0.3, start=False)
     play_run(plane, calls=1)
-    sent = [event["id"] for event in buffered(plane)]
+    sent = [event["id"] for event in plane.buffered()]
     plane.start()
     assert plane.flush(timeout=30)
 

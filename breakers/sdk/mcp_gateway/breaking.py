@@ -20,7 +20,6 @@ from breakers.sdk import (
     Run,
     RunBreakers,
     Scope,
-    State,
     ToolBreaker,
     ToolFailure,
     WorkerBreakers,
@@ -130,13 +129,10 @@ class GatewayPlane(ControlPlane):
     the gateway, which re-checks its offered set and tells its clients at once.
     """
 
-    def _fleet_wait_now(self) -> float:
-        # As the SDK's, but a half-open tool's trial is asked for at the polling cadence even
-        # with no call in flight (see _ask_for_trials).
-        states = self.fleet.snapshot().values() if Scope.FLEET in self.scopes else ()
-        if self.fleet_wait and any(s.state is State.HALF_OPEN for s in states):
-            return min(self.fleet_wait, self.fleet_poll_interval)
-        return self.fleet_wait
+    def _may_ask_for_trials(self) -> bool:
+        # A gateway is always serving: it asks for a half-open tool's trial (and polls at the
+        # polling cadence while one is half-open) with or without a call in flight.
+        return Scope.FLEET in self.scopes
 
     on_fleet_change: Callable[[], None] | None = None
 
@@ -148,8 +144,7 @@ class GatewayPlane(ControlPlane):
 
     def _ask_for_trials(self) -> None:
         before = self.fleet.version
-        for name, status in self.fleet.trials_to_request():
-            self._ask_for_trial(name, status)
+        super()._ask_for_trials()
         if self.fleet.version != before and self.on_fleet_change is not None:
             self.on_fleet_change()
 

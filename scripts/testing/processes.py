@@ -1,4 +1,5 @@
-"""Real server processes for tests: a Celery worker and a multi-process web server (gunicorn).
+"""Real server processes for tests and benchmarks: Celery worker and beat, and a multi-process web
+server (gunicorn).
 
 Both run on the pytest-django test database and this session's Redis, are started on demand,
 waited for with a deadline (never a fixed sleep) and always stopped. Their output goes to a log
@@ -25,7 +26,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def database_url_of_test_db() -> str:

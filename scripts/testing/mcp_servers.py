@@ -1,9 +1,9 @@
-"""Helpers for the MCP tests and benchmark: a flaky upstream on command, a gateway a real client
-talks to.
+"""For the MCP tests and benchmark: a flaky upstream on command, a gateway a real client talks to.
 
 The gateway and the upstreams are real processes (`python -m breakers.sdk.mcp_gateway`,
-`python -m tests.mcp.flaky_server`); the client is the `mcp` package's own `Client`. Waits are
-for events (a notification, a port that answers), each with a deadline, never a fixed sleep.
+`python -m scripts.testing.mcp_upstream`); the client is the `mcp` package's own `Client`.
+Waits are for events (a notification, a port that answers), each with a deadline, never a
+fixed sleep.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-ROOT = Path(__file__).resolve().parents[2]
+from scripts.testing.processes import ROOT, free_port
+
 PYTHON = sys.executable
 LIST_CHANGED = "notifications/tools/list_changed"
 
@@ -44,7 +45,14 @@ class Flaky:
         return len(lines) if tool is None else lines.count(tool)
 
     def stdio(self) -> dict[str, Any]:
-        args = ["-m", "tests.mcp.flaky_server", "--state", str(self.state), "--name", self.name]
+        args = [
+            "-m",
+            "scripts.testing.mcp_upstream",
+            "--state",
+            str(self.state),
+            "--name",
+            self.name,
+        ]
         return {"command": PYTHON, "args": args, "cwd": str(ROOT)}
 
 
@@ -97,12 +105,6 @@ async def tool_names(client: Client) -> list[str]:
     return [tool.name for tool in (await client.list_tools()).tools]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Process:
     """A child process serving HTTP on a free port, waited for and always stopped."""
 
@@ -144,7 +146,7 @@ class Process:
 
 def start_flaky_http(flaky: Flaky, processes: list[Process], tmp_path: Path) -> Process:
     port = free_port()
-    args = ["-m", "tests.mcp.flaky_server", "--state", str(flaky.state), "--http", str(port)]
+    args = ["-m", "scripts.testing.mcp_upstream", "--state", str(flaky.state), "--http", str(port)]
     process = Process(args, tmp_path / f"flaky-{port}.log", port)
     processes.append(process)
     return process.wait_ready()

@@ -1,6 +1,6 @@
 """A local MCP server whose tools fail on command, for the gateway tests and benchmark.
 
-    python -m tests.mcp.flaky_server --state STATE.json [--http PORT] [--name NAME]
+    python -m scripts.testing.mcp_upstream --state STATE.json [--http PORT] [--name NAME]
 
 Each `tools/call` reads the tool's mode from STATE.json (`{"web_search": "fail"}`; a missing
 tool or file means "ok") and appends one line to STATE.json.calls, so a test can tell whether a

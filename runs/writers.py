@@ -76,8 +76,10 @@ def ledger_key(worker_pk: int, event_id: str) -> str:
     return f"{worker_pk}:{event_id}"
 
 
-def _event_id_of(key: str) -> str:
-    return key.partition(":")[2]
+def _event_ids_of(rows: Sequence[tuple[str]], worker_pk: int) -> set[str]:
+    """The event ids of ledger keys that all belong to ``worker_pk``."""
+    cut = len(ledger_key(worker_pk, ""))
+    return {row[0][cut:] for row in rows}
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,7 @@ class OrmWriter:
                     f" VALUES {values} ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
                     params,
                 )
-                new_ids.update(_event_id_of(row[0]) for row in cursor.fetchall())
+                new_ids.update(_event_ids_of(cursor.fetchall(), worker_pk))
         rows = Run.objects.filter(worker_id=worker_pk, run_id__in=run_ids).values_list(
             "pk", "run_id", "started_at", "finished_at", *TOTAL_FIELDS
         )
@@ -500,11 +502,12 @@ class PostgresWriter:
                 runs.execute(_PG_LOAD_RUNS, [token_key, worker_id, list(run_ids)])
         with connection.wrap_database_errors:
             worker_row = worker.fetchone()
-            new_ids = {_event_id_of(row[0]) for row in ledger.fetchall()} if event_ids else set()
+            assert worker_row is not None
+            worker_pk = int(worker_row[0])
+            new_ids = _event_ids_of(ledger.fetchall(), worker_pk) if event_ids else set()
             known = runs.fetchall() if run_ids else []
-        assert worker_row is not None
         return Claim(
-            worker_pk=int(worker_row[0]),
+            worker_pk=worker_pk,
             new_event_ids=new_ids,
             runs={
                 run_id: KnownRun(pk, run_id, started, finished, Totals(*totals))

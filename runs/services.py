@@ -35,6 +35,8 @@ from runs.schemas import (
     EVENT_TYPES,
     MAX_COUNT,
     MAX_ID_CHARS,
+    MAX_TS,
+    MIN_TS,
     BreakerTransitionEvent,
     DroppedReport,
     ModelCallEvent,
@@ -244,11 +246,17 @@ _FRIENDLY = {
 }
 
 
+_TS_OUT_OF_BOUNDS = f"must be between {MIN_TS:%Y-%m-%d} and {MAX_TS:%Y-%m-%d} (UTC)"
+
+
 def _describe(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False, include_input=False)[:_MAX_REASONS]:
         where = ".".join(str(part) for part in error["loc"]) or "event"
-        message = _FRIENDLY.get(error["type"], error["msg"])
+        if where == "ts" and error["type"] in ("less_than", "greater_than_equal"):
+            message = _TS_OUT_OF_BOUNDS
+        else:
+            message = _FRIENDLY.get(error["type"], error["msg"])
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
@@ -268,7 +276,8 @@ def validate_events(items: Sequence[Any]) -> tuple[list[tuple[int, Event]], list
             rejected.append(Rejection(index, None, "an event must be a JSON object"))
             continue
         # Most serializers write null for an unset optional field: null means absent.
-        item = {key: value for key, value in item.items() if value is not None}
+        if None in item.values():
+            item = {key: value for key, value in item.items() if value is not None}
         raw_id = item.get("id")
         echo_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= MAX_ID_CHARS else None
         event_type = item.get("type")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -261,7 +261,7 @@ class OrmWriter:
                 agent=run.agent,
                 worker_id=worker_pk,
                 step_budget=run.step_budget,
-                started_at=run.started_at,
+                started_at=run.started_at.astimezone(UTC),
                 **dict(zip(TOTAL_FIELDS, run.totals.as_tuple(), strict=True)),
                 **_finish_fields(run.finish),
             )
@@ -302,6 +302,7 @@ def _bulk_create(
     for row in rows:
         values = dict(zip(names, row, strict=True))
         run_key = values.pop("run_key")
+        values["ts"] = values["ts"].astimezone(UTC)  # see _finish_fields
         objects.append(model(**values, run_id=pks[run_key] if run_key else None, **common))
     model._default_manager.bulk_create(objects)
 
@@ -313,7 +314,9 @@ def _finish_fields(finish: Finish | None) -> dict[str, Any]:
         "status": finish.status,
         "degraded": finish.degraded,
         "steps": finish.steps,
-        "finished_at": finish.finished_at,
+        # Agents' times come with any offset pydantic parses (runs.schemas.Timestamp); on
+        # PostgreSQL Django sends the offset as is, and offsets beyond 15:59 are refused.
+        "finished_at": finish.finished_at.astimezone(UTC),
         "duration_ms": finish.duration_ms,
     }
 
@@ -337,7 +340,8 @@ def _json(rows: Sequence[Sequence[Any]]) -> str:
 
 def _json_value(value: object) -> str:
     if isinstance(value, datetime):
-        return value.isoformat()
+        # In UTC: an agent's offset may be beyond what PostgreSQL accepts (±15:59).
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, Decimal):
         return str(value)
     raise TypeError(f"cannot send {type(value).__name__} as JSON")

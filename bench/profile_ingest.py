@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import batches, drop_database, recreate_database, with_database
@@ -118,6 +119,7 @@ def main() -> None:
 
             connections.close_all()
             drop_database(args.database_url, args.bench_db)
+        _empty_claimed_redis(args.redis_url)
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"\n{root} ({figures['commit']}), {args.writer}, {args.batches} batches of "
           f"{args.batch_size}, load average after: {load}")  # fmt: skip
@@ -127,6 +129,19 @@ def main() -> None:
         print(f"| {name} | {median:.2f} | {mean:.2f} |")
     if args.json:
         args.json.write_text(json.dumps(figures | {"load": load}, indent=2))
+
+
+def _empty_claimed_redis(url: str) -> None:
+    """Flush the Redis database only if scripts/own_services.py (our parent) claimed it for this
+    run: it passes over a database that holds keys, so a run must not leave its fleet keys."""
+    import redis
+
+    parts = urlsplit(url)
+    number = int(parts.path.strip("/") or 0)
+    claims = redis.Redis.from_url(urlunsplit(parts._replace(path="/0")))
+    owner = f"{os.uname().nodename}:{os.getppid()}".encode()
+    if number and claims.get(f"breaker-panel:db-claim:{number}") == owner:
+        redis.Redis.from_url(url).flushdb()
 
 
 def _measure(args: argparse.Namespace) -> dict[str, Any]:

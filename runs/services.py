@@ -35,6 +35,8 @@ from runs.schemas import (
     EVENT_TYPES,
     MAX_COUNT,
     MAX_ID_CHARS,
+    MAX_TS,
+    MIN_TS,
     BreakerTransitionEvent,
     DroppedReport,
     ModelCallEvent,
@@ -44,7 +46,6 @@ from runs.schemas import (
     check_identifier,
 )
 from runs.writers import (
-    TOTAL_FIELDS,
     Claim,
     Finish,
     NewRun,
@@ -245,11 +246,17 @@ _FRIENDLY = {
 }
 
 
+_TS_OUT_OF_BOUNDS = f"must be between {MIN_TS:%Y-%m-%d} and {MAX_TS:%Y-%m-%d} (UTC)"
+
+
 def _describe(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False, include_input=False)[:_MAX_REASONS]:
         where = ".".join(str(part) for part in error["loc"]) or "event"
-        message = _FRIENDLY.get(error["type"], error["msg"])
+        if where == "ts" and error["type"] in ("less_than", "greater_than_equal"):
+            message = _TS_OUT_OF_BOUNDS
+        else:
+            message = _FRIENDLY.get(error["type"], error["msg"])
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
@@ -269,7 +276,8 @@ def validate_events(items: Sequence[Any]) -> tuple[list[tuple[int, Event]], list
             rejected.append(Rejection(index, None, "an event must be a JSON object"))
             continue
         # Most serializers write null for an unset optional field: null means absent.
-        item = {key: value for key, value in item.items() if value is not None}
+        if None in item.values():
+            item = {key: value for key, value in item.items() if value is not None}
         raw_id = item.get("id")
         echo_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= MAX_ID_CHARS else None
         event_type = item.get("type")
@@ -314,6 +322,12 @@ _TOTAL_LIMITS = Totals(
 )
 
 
+def _room(stored: Totals) -> Totals:
+    """How much each total may still grow: its column's limit less what the database holds."""
+    pairs = zip(_TOTAL_LIMITS.as_tuple(), stored.as_tuple(), strict=True)
+    return Totals(*(limit - held for limit, held in pairs))
+
+
 @dataclass(slots=True)
 class _RunRef:
     """A run this batch touches: loaded from the database or started by this batch."""
@@ -322,20 +336,12 @@ class _RunRef:
     pk: int | None
     started_at: datetime
     finished: bool
-    stored: Totals = field(default_factory=Totals)  # what the database holds already
+    # What this batch may add to each total before its column overflows (never changed): each
+    # event is checked with plain comparisons, as this runs per event.
+    room: Totals
     started_by: RunStartedEvent | None = None
     finished_by: RunFinishedEvent | None = None
     totals: Totals = field(default_factory=Totals)  # what this batch adds
-
-    def overflow(self, delta: Totals) -> str | None:
-        """The first total that ``delta`` would push past its column's limit, if any."""
-        for name in TOTAL_FIELDS:
-            if getattr(delta, name) and (
-                getattr(self.stored, name) + getattr(self.totals, name) + getattr(delta, name)
-                > getattr(_TOTAL_LIMITS, name)
-            ):
-                return name
-        return None
 
 
 @dataclass(slots=True)
@@ -431,7 +437,7 @@ def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _P
     """Resolve each new event's run, reject those that name an unknown run or would overflow
     its totals, and turn the rest into rows and run totals."""
     runs = {
-        run.run_id: _RunRef(run.run_id, run.pk, run.started_at, run.finished, stored=run.totals)
+        run.run_id: _RunRef(run.run_id, run.pk, run.started_at, run.finished, _room(run.totals))
         for run in claim.runs.values()
     }
     plan = _Plan(worker_pk=claim.worker_pk, runs=runs, rejected=[], writes=Writes(), fleet_calls=[])
@@ -446,7 +452,9 @@ def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _P
                 Rejection(index, event.id, f"run {event.run_id!r} was already started")
             )
             continue
-        runs[event.run_id] = _RunRef(event.run_id, None, event.ts, False, started_by=event)
+        runs[event.run_id] = _RunRef(
+            event.run_id, None, event.ts, False, _TOTAL_LIMITS, started_by=event
+        )
 
     for index, event in fresh:
         if isinstance(event, RunStartedEvent):
@@ -504,26 +512,47 @@ def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> s
         ref.finished_by = event
     elif isinstance(event, ModelCallEvent):
         cost = _usd(event.cost_usd)
-        delta = Totals(
-            model_calls=1,
-            model_spend_usd=cost,
-            input_tokens=event.input_tokens,
-            output_tokens=event.output_tokens,
-        )
-        if (full := ref.overflow(delta)) is not None:
-            return _overflow_reason(ref, full)
-        _accumulate(ref.totals, delta)
+        totals, room = ref.totals, ref.room
+        model_calls = totals.model_calls + 1
+        spend = totals.model_spend_usd + cost
+        input_tokens = totals.input_tokens + event.input_tokens
+        output_tokens = totals.output_tokens + event.output_tokens
+        if (
+            model_calls > room.model_calls
+            or spend > room.model_spend_usd
+            or input_tokens > room.input_tokens
+            or output_tokens > room.output_tokens
+        ):
+            return _overflow_reason(
+                ref, model_calls=model_calls, model_spend_usd=spend,
+                input_tokens=input_tokens, output_tokens=output_tokens,
+            )  # fmt: skip
+        totals.model_calls = model_calls
+        totals.model_spend_usd = spend
+        totals.input_tokens = input_tokens
+        totals.output_tokens = output_tokens
         writes.model_calls.append((
             event.id, ref.run_id, event.ts, event.step, event.model, event.input_tokens,
             event.output_tokens, cost, event.duration_ms,
         ))  # fmt: skip
     elif isinstance(event, ToolCallEvent):
         attempts = _attempts(event)
-        failed = int(event.outcome in _FAILED_OUTCOMES)
-        delta = Totals(tool_calls=1, tool_attempts=attempts, tool_failures=failed)
-        if (full := ref.overflow(delta)) is not None:
-            return _overflow_reason(ref, full)
-        _accumulate(ref.totals, delta)
+        totals, room = ref.totals, ref.room
+        tool_calls = totals.tool_calls + 1
+        tool_attempts = totals.tool_attempts + attempts
+        tool_failures = totals.tool_failures + (event.outcome in _FAILED_OUTCOMES)
+        if (
+            tool_calls > room.tool_calls
+            or tool_attempts > room.tool_attempts
+            or tool_failures > room.tool_failures
+        ):
+            return _overflow_reason(
+                ref, tool_calls=tool_calls, tool_attempts=tool_attempts,
+                tool_failures=tool_failures,
+            )  # fmt: skip
+        totals.tool_calls = tool_calls
+        totals.tool_attempts = tool_attempts
+        totals.tool_failures = tool_failures
         writes.tool_calls.append((
             event.id, ref.run_id, event.ts, event.step, event.tool, event.outcome, attempts,
             event.duration_ms, event.error,
@@ -545,12 +574,9 @@ def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> s
     return None
 
 
-def _accumulate(totals: Totals, delta: Totals) -> None:
-    for name in TOTAL_FIELDS:
-        setattr(totals, name, getattr(totals, name) + getattr(delta, name))
-
-
-def _overflow_reason(ref: _RunRef, total: str) -> str:
+def _overflow_reason(ref: _RunRef, **sums: int | Decimal) -> str:
+    """Name the first total (in the order given) that would pass its column's limit."""
+    total = next(name for name, value in sums.items() if value > getattr(ref.room, name))
     limit = getattr(_TOTAL_LIMITS, total)
     return f"run {ref.run_id!r} would exceed the limit of its {total} ({limit}); start a new run"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -76,8 +76,10 @@ def ledger_key(worker_pk: int, event_id: str) -> str:
     return f"{worker_pk}:{event_id}"
 
 
-def _event_id_of(key: str) -> str:
-    return key.partition(":")[2]
+def _event_ids_of(rows: Sequence[tuple[str]], worker_pk: int) -> set[str]:
+    """The event ids of ledger keys that all belong to ``worker_pk``."""
+    cut = len(ledger_key(worker_pk, ""))
+    return {row[0][cut:] for row in rows}
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,7 @@ class OrmWriter:
                     f" VALUES {values} ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
                     params,
                 )
-                new_ids.update(_event_id_of(row[0]) for row in cursor.fetchall())
+                new_ids.update(_event_ids_of(cursor.fetchall(), worker_pk))
         rows = Run.objects.filter(worker_id=worker_pk, run_id__in=run_ids).values_list(
             "pk", "run_id", "started_at", "finished_at", *TOTAL_FIELDS
         )
@@ -259,7 +261,7 @@ class OrmWriter:
                 agent=run.agent,
                 worker_id=worker_pk,
                 step_budget=run.step_budget,
-                started_at=run.started_at,
+                started_at=run.started_at.astimezone(UTC),
                 **dict(zip(TOTAL_FIELDS, run.totals.as_tuple(), strict=True)),
                 **_finish_fields(run.finish),
             )
@@ -300,6 +302,7 @@ def _bulk_create(
     for row in rows:
         values = dict(zip(names, row, strict=True))
         run_key = values.pop("run_key")
+        values["ts"] = values["ts"].astimezone(UTC)  # see _finish_fields
         objects.append(model(**values, run_id=pks[run_key] if run_key else None, **common))
     model._default_manager.bulk_create(objects)
 
@@ -311,7 +314,9 @@ def _finish_fields(finish: Finish | None) -> dict[str, Any]:
         "status": finish.status,
         "degraded": finish.degraded,
         "steps": finish.steps,
-        "finished_at": finish.finished_at,
+        # Agents' times come with any offset pydantic parses (runs.schemas.Timestamp); on
+        # PostgreSQL Django sends the offset as is, and offsets beyond 15:59 are refused.
+        "finished_at": finish.finished_at.astimezone(UTC),
         "duration_ms": finish.duration_ms,
     }
 
@@ -335,7 +340,8 @@ def _json(rows: Sequence[Sequence[Any]]) -> str:
 
 def _json_value(value: object) -> str:
     if isinstance(value, datetime):
-        return value.isoformat()
+        # In UTC: an agent's offset may be beyond what PostgreSQL accepts (±15:59).
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, Decimal):
         return str(value)
     raise TypeError(f"cannot send {type(value).__name__} as JSON")
@@ -500,11 +506,12 @@ class PostgresWriter:
                 runs.execute(_PG_LOAD_RUNS, [token_key, worker_id, list(run_ids)])
         with connection.wrap_database_errors:
             worker_row = worker.fetchone()
-            new_ids = {_event_id_of(row[0]) for row in ledger.fetchall()} if event_ids else set()
+            assert worker_row is not None
+            worker_pk = int(worker_row[0])
+            new_ids = _event_ids_of(ledger.fetchall(), worker_pk) if event_ids else set()
             known = runs.fetchall() if run_ids else []
-        assert worker_row is not None
         return Claim(
-            worker_pk=int(worker_row[0]),
+            worker_pk=worker_pk,
             new_event_ids=new_ids,
             runs={
                 run_id: KnownRun(pk, run_id, started, finished, Totals(*totals))

@@ -393,9 +393,10 @@ class FleetStore:
         """Apply accepted outcomes of one tool in order; raises ``Missing`` (nothing applied)."""
         args: list[str] = [str(self.dedupe_ttl_ms)]
         keys = []
+        seen = self.dedupe_key(tool, "")  # the tool's part, quoted once per batch, not per event
         for event in events:
             args += [event.event_id, event.worker, event.outcome, "1" if event.trial else "0"]
-            keys.append(self.dedupe_key(tool, event.dedupe_id or event.event_id))
+            keys.append(seen + (event.dedupe_id or event.event_id))
         data = self._run("apply", tool, now, *args, keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))
 

@@ -21,7 +21,7 @@ from breakers.outage_replay import (
     server_settings_warnings,
     simulate_modes,
 )
-from runs.simulation.replay import RunRecord
+from runs.simulation.replay import AGENTS, RunRecord
 from runs.simulation.scenario import MODES, Scenario
 
 
@@ -52,6 +52,13 @@ class Command(BaseCommand):
             choices=["push", "poll"],
             default="push",
             help="agents learn the fleet state by long-poll (push) or by polling only",
+        )
+        parser.add_argument(
+            "--agent",
+            choices=AGENTS,
+            default="hand-written",
+            help="who plays the runs: the hand-written agent, or the same scripted model through "
+            "Pydantic AI and the SDK's integration (FunctionModel, offline)",
         )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
         parser.add_argument(
@@ -84,7 +91,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Replaying {scenario.runs_in_window} runs in a {scenario.window_s / 60:g}-minute "
             f"outage, modes {', '.join(modes)}, at {options['speed']:g}x "
-            f"(about {real_seconds:.0f} s) against {options['url']}; the model takes "
+            f"(about {real_seconds:.0f} s) against {options['url']}, agent "
+            f"{options['agent']}; the model takes "
             f"{scenario.wrap_up_steps} step(s) to finish without web_search"
         )
         for warning in server_settings_warnings(speed=options["speed"]):
@@ -103,13 +111,17 @@ class Command(BaseCommand):
                     on_run=progress.run_done,
                     on_mode=progress.mode_started,
                     fleet_push=options["fleet_sync"] == "push",
+                    agent=options["agent"],
                 )
         except ReplayError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(format_table(summaries))
         if options["json"]:
             options["json"].write_text(
-                json.dumps({"scenario": vars_of(scenario), "modes": summaries}, indent=2)
+                json.dumps(
+                    {"scenario": vars_of(scenario), "agent": options["agent"], "modes": summaries},
+                    indent=2,
+                )
             )
             self.stdout.write(f"wrote {options['json']}")
 

@@ -116,7 +116,9 @@ def _current_fleet_etag() -> str:
     return services.FleetView(version, generation, {}).etag
 
 
-FLEET_WATCH = FleetWatch(_current_fleet_etag)
+FLEET_WATCH = FleetWatch(
+    _current_fleet_etag, subscribe=lambda: services.fleet_store().subscribe_to_changes()
+)
 
 
 @router.get(

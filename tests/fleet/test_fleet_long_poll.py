@@ -15,6 +15,7 @@ import pytest
 import redis
 from django.test import Client
 
+from breakers import services
 from breakers.fleet_watch import FleetWatch
 from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane
@@ -127,6 +128,26 @@ def test_a_server_process_holds_at_most_max_waiters() -> None:
         thread.join(timeout=30)
     assert results == [True, True]
     assert watch.wait_for_change("v1", timeout=0, max_waiters=2) is False or not watch._waiters
+
+
+def test_an_announced_change_wakes_the_waiters_before_the_next_poll(
+    redis_client: redis.Redis,
+) -> None:
+    # Polling once an hour: only the store's announcement (Redis pub/sub, which every server
+    # process's watcher hears) can wake the waiter within the test.
+    store = services.fleet_store()
+    etag = ["v1"]
+    watch = FleetWatch(lambda: etag[0], interval=AN_HOUR, subscribe=store.subscribe_to_changes)
+    results: list[bool | None] = []
+    waiter = threading.Thread(
+        target=lambda: results.append(watch.wait_for_change("v1", timeout=60, max_waiters=2))
+    )
+    waiter.start()
+    eventually(lambda: watch._etag == "v1", "the watcher's first read, after it subscribed")
+    etag[0] = "v2"
+    store.announce_change()
+    waiter.join(timeout=60)
+    assert results == [True]
 
 
 def test_a_wait_that_has_run_out_answers_false() -> None:

@@ -117,7 +117,12 @@ def _current_fleet_etag() -> str:
 
 
 FLEET_WATCH = FleetWatch(
-    _current_fleet_etag, subscribe=lambda: services.fleet_store().subscribe_to_changes()
+    _current_fleet_etag,
+    subscribe=(
+        (lambda: services.fleet_store().subscribe_to_changes())
+        if settings.BREAKER_FLEET_WATCH_ANNOUNCED
+        else None
+    ),
 )
 
 

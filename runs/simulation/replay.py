@@ -183,9 +183,23 @@ class _SimClock:
     def __init__(self, speed: float) -> None:
         self.speed = speed
         self.origin = time.monotonic()
+        self.wall_origin = time.time() - (time.monotonic() - self.origin)
         self.paused_s = 0.0  # real seconds spent paused
         self._paused_at: float | None = None
+        self._pauses: list[tuple[float, float]] = []  # (paused at, resumed at), monotonic
         self._resumed = threading.Condition()
+
+    def wall_time_of(self, sim_s: float) -> datetime:
+        """When (wall clock) the replay's clock showed ``sim_s``, pauses included; for a
+        moment already passed."""
+        real = sim_s / self.speed  # running seconds since the origin
+        at = self.origin
+        for paused, resumed in self._pauses:
+            if paused - at >= real:
+                break
+            real -= paused - at
+            at = resumed
+        return datetime.fromtimestamp(self.wall_origin + (at - self.origin) + real, UTC)
 
     def now(self) -> float:
         paused_at = self._paused_at
@@ -211,7 +225,9 @@ class _SimClock:
     def resume(self) -> None:
         with self._resumed:
             if self._paused_at is not None:
-                self.paused_s += time.monotonic() - self._paused_at
+                now = time.monotonic()
+                self.paused_s += now - self._paused_at
+                self._pauses.append((self._paused_at, now))
                 self._paused_at = None
                 self._resumed.notify_all()
 
@@ -374,7 +390,10 @@ def replay_mode(
 
     def mark(name: str, at_s: float) -> None:
         clock.sleep_until(at_s)
-        result.wall_times[name] = datetime.now(UTC)
+        # When the clock passed at_s, not when this thread got to run: on a busy machine it
+        # wakes late, and runs that started in between would fall before the outage in the
+        # database (the pages) while the table, on the replay's clock, counts them in it.
+        result.wall_times[name] = clock.wall_time_of(at_s)
 
     # When the outage really began and ended: pauses move them from started + s / speed.
     threads += [

@@ -21,17 +21,18 @@ __all__ = ("FleetWatch",)
 logger = logging.getLogger("breakers.fleet_watch")
 
 
-class FleetWatch:
-    """Wakes waiters when ``read_etag()`` returns something new."""
+class FleetWatch[T]:
+    """Wakes waiters when ``read()`` returns a new ETag; ``latest()`` is what came with it."""
 
     def __init__(
         self,
-        read_etag: Callable[[], str],
+        read: Callable[[], tuple[str, T]],
         *,
         interval: float = 0.025,
         subscribe: Callable[[], redis.client.PubSub] | None = None,
     ) -> None:
-        self._read_etag = read_etag
+        self._read = read
+        self._value: T | None = None
         self._interval = interval
         self._subscribe = subscribe
         self._changed = threading.Condition()
@@ -66,12 +67,12 @@ class FleetWatch:
             while True:
                 with self._changed:
                     if not self._waiters:
-                        self._watching, self._etag = False, None
+                        self._watching, self._etag, self._value = False, None, None
                         return
                 if pubsub is None and self._subscribe is not None:
                     pubsub = self._listen()
                 try:
-                    etag = self._read_etag()
+                    etag, value = self._read()
                 except redis.RedisError as exc:
                     # Waiters time out and answer from the request thread, which reports it.
                     logger.warning("fleet watch cannot read Redis: %s", exc)
@@ -79,12 +80,20 @@ class FleetWatch:
                     continue
                 with self._changed:
                     if etag != self._etag:
-                        self._etag = etag
+                        self._etag, self._value = etag, value
                         self._changed.notify_all()
                 pubsub = self._pause(pubsub)
         finally:
             if pubsub is not None:
                 pubsub.close()
+
+    def latest(self, etag: str) -> T | None:
+        """What the watcher read with its current ETag, if that differs from ``etag`` (None
+        when it does not, or when nobody is being watched for)."""
+        with self._changed:
+            if self._etag is None or self._etag == etag:
+                return None
+            return self._value
 
     def _listen(self) -> redis.client.PubSub | None:
         assert self._subscribe is not None

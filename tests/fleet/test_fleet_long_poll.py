@@ -112,7 +112,7 @@ def test_a_server_that_does_not_hold_requests_is_polled(
 
 def test_a_server_process_holds_at_most_max_waiters() -> None:
     etag = ["v1"]
-    watch = FleetWatch(lambda: etag[0], interval=0.001)
+    watch = FleetWatch(lambda: (etag[0], etag[0]), interval=0.001)
     results: list[bool | None] = []
 
     def wait() -> None:
@@ -127,6 +127,8 @@ def test_a_server_process_holds_at_most_max_waiters() -> None:
     for thread in waiters:
         thread.join(timeout=30)
     assert results == [True, True]
+    # What the watcher read comes with the wake-up, for requests that still have an old ETag.
+    assert watch.latest("v1") in ("v2", None) and watch.latest("v2") is None
     assert watch.wait_for_change("v1", timeout=0, max_waiters=2) is False or not watch._waiters
 
 
@@ -137,7 +139,11 @@ def test_an_announced_change_wakes_the_waiters_before_the_next_poll(
     # process's watcher hears) can wake the waiter within the test.
     store = services.fleet_store()
     etag = ["v1"]
-    watch = FleetWatch(lambda: etag[0], interval=AN_HOUR, subscribe=store.subscribe_to_changes)
+    watch = FleetWatch(
+        lambda: (etag[0], f"state {etag[0]}"),
+        interval=AN_HOUR,
+        subscribe=store.subscribe_to_changes,
+    )
     results: list[bool | None] = []
     waiter = threading.Thread(
         target=lambda: results.append(watch.wait_for_change("v1", timeout=60, max_waiters=2))
@@ -148,10 +154,11 @@ def test_an_announced_change_wakes_the_waiters_before_the_next_poll(
     store.announce_change()
     waiter.join(timeout=60)
     assert results == [True]
+    assert watch.latest("v1") in ("state v2", None)  # None once the watcher has stopped
 
 
 def test_a_wait_that_has_run_out_answers_false() -> None:
-    watch = FleetWatch(lambda: "v1", interval=0.001)
+    watch = FleetWatch(lambda: ("v1", None), interval=0.001)
     assert watch.wait_for_change("v1", timeout=0.01, max_waiters=1) is False
 
 

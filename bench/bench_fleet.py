@@ -25,8 +25,10 @@ every millisecond); every (trial, B) pair is one sample. Trials start at random 
 poll. Run in the same invocation, each against a fresh gunicorn: ``push`` (long-poll on
 ``GET /api/v1/fleet?wait=20``, the SDK default), ``push, watcher polling`` (the same with the
 server's change announcements off, ``BREAKER_FLEET_WATCH_ANNOUNCED=False``: its watcher's 25 ms
-poll alone, as before them), alternated ``--rounds`` times, then ``poll`` (``fleet_wait=0``, the
-1 s poll the SDK falls back to), so the ratios are measured under the same load.
+poll alone), or with ``--baseline-tree DIR`` the same push against DIR's server (another
+checkout: the code before a change), alternated ``--rounds`` times, then ``poll``
+(``fleet_wait=0``, the 1 s poll the SDK falls back to), so the ratios are measured under the
+same load.
 Goal (issue 14): p99 under 250 ms with push and 50 workers.
 """
 
@@ -277,12 +279,14 @@ def _tool_call(run_id: str, n: int) -> dict[str, Any]:
 # --- part 2: propagation -----------------------------------------------------------------------
 
 
-def start_gunicorn(env: dict[str, str], port: int, threads: int = 4) -> subprocess.Popen[bytes]:
+def start_gunicorn(
+    env: dict[str, str], port: int, threads: int = 4, tree: Path = ROOT
+) -> subprocess.Popen[bytes]:
     command = [
         PYTHON, "-m", "gunicorn", "controlplane.wsgi", "--bind", f"127.0.0.1:{port}",
         "--workers", "2", "--threads", str(threads), "--log-level", "warning", "--timeout", "60",
     ]  # fmt: skip
-    server = subprocess.Popen(command, cwd=ROOT, env=env)
+    server = subprocess.Popen(command, cwd=tree, env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -396,7 +400,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--workers", type=int, default=50, help="agent workers that must see it")
     parser.add_argument(
-        "--rounds", type=int, default=1, help="push with and without announcements, alternated"
+        "--rounds", type=int, default=1, help="push here and in the baseline, alternated"
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="a checkout whose server is the push baseline (e.g. `git archive` of main)",
     )
     args = parser.parse_args()
 
@@ -420,16 +429,18 @@ def main() -> None:
                     "| fleet sync | measured from | samples | p50 ms | p99 ms | max ms |",
                     "|---|---|---:|---:|---:|---:|",
                 ]
-                # Push with the watcher woken by announcements (the default) and by its 25 ms
-                # poll alone (before them), alternating so both see the same load; then poll.
-                variants = [("push", "True"), ("push, watcher polling", "False")] * args.rounds
-                for sync, announced in [*variants, ("poll", "True")]:
+                # Push with this tree's server and with the baseline's (another checkout, say
+                # the commit before a change; without one, this tree with the announcements
+                # off), alternating so both see the same load; then poll.
+                if args.baseline_tree:
+                    baseline = ("push, baseline tree", args.baseline_tree, {})
+                else:
+                    off = {"BREAKER_FLEET_WATCH_ANNOUNCED": "False"}
+                    baseline = ("push, watcher polling", ROOT, off)
+                variants = [("push", ROOT, {}), baseline] * args.rounds
+                for sync, tree, extra in [*variants, ("poll", ROOT, {})]:
                     port = _free_port()
-                    server = start_gunicorn(
-                        server_env | {"BREAKER_FLEET_WATCH_ANNOUNCED": announced},
-                        port,
-                        threads=held + 4,
-                    )
+                    server = start_gunicorn(server_env | extra, port, threads=held + 4, tree=tree)
                     try:
                         report += measure_propagation(
                             f"http://127.0.0.1:{port}", token, args.trials, args.workers, sync

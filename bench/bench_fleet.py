@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -292,6 +293,8 @@ def start_gunicorn(
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/openapi.json", timeout=2)
             return server
+        except urllib.error.HTTPError:
+            return server  # it answers (the schema may want a login: not what is measured)
         except OSError:
             time.sleep(0.1)
     server.terminate()

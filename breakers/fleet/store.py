@@ -349,7 +349,8 @@ class FleetStore:
         self.tools_key = f"{prefix}:tools"
         self.generation_key = f"{prefix}:generation"
         # Pub/sub channels are not per database: the number keeps stores on one server apart.
-        database = client.connection_pool.connection_kwargs.get("db", 0)
+        pool = getattr(client, "connection_pool", None)  # a cluster has none, and database 0
+        database = pool.connection_kwargs.get("db", 0) if pool is not None else 0
         self.changes_channel = f"{prefix}:fleet-changed:{database}"
         self._known_tools: list[str] = []
         self._scripts = {

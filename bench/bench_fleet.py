@@ -406,6 +406,9 @@ def main() -> None:
         "--rounds", type=int, default=1, help="push here and in the baseline, alternated"
     )
     parser.add_argument(
+        "--no-poll", dest="poll", action="store_false", help="skip the 1 s poll variant"
+    )
+    parser.add_argument(
         "--baseline-tree",
         type=Path,
         help="a checkout whose server is the push baseline (e.g. `git archive` of main)",
@@ -441,13 +444,16 @@ def main() -> None:
                     off = {"BREAKER_FLEET_WATCH_ANNOUNCED": "False"}
                     baseline = ("push, watcher polling", ROOT, off)
                 variants = [("push", ROOT, {}), baseline] * args.rounds
-                for sync, tree, extra in [*variants, ("poll", ROOT, {})]:
+                polled = [("poll", ROOT, {})] if args.poll else []
+                for sync, tree, extra in [*variants, *polled]:
                     port = _free_port()
                     server = start_gunicorn(server_env | extra, port, threads=held + 4, tree=tree)
                     try:
-                        report += measure_propagation(
+                        rows = measure_propagation(
                             f"http://127.0.0.1:{port}", token, args.trials, args.workers, sync
                         )
+                        print("\n".join(rows), flush=True)  # kept if a later variant fails
+                        report += rows
                     finally:
                         server.terminate()
                         server.wait(30)

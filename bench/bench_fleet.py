@@ -22,9 +22,14 @@ tool gets four failures from a third worker, then worker A records the fifth, wh
 fleet breaker; the clock runs from A's ``flush()`` (and, second row, from the acknowledgement of
 that batch: the failure accepted) until each B's ``run.available()`` leaves the tool out (checked
 every millisecond); every (trial, B) pair is one sample. Trials start at random phases of the
-poll. Run twice in the same invocation: ``push`` (long-poll on ``GET /api/v1/fleet?wait=20``, the
-SDK default) and ``poll`` (``fleet_wait=0``, the 1 s poll it falls back to), so their ratio is
-measured under the same load. Goal (issue 14): p99 under 250 ms with push and 50 workers.
+poll. Run in the same invocation, each against a fresh gunicorn: ``push`` (long-poll on
+``GET /api/v1/fleet?wait=20``, the SDK default), ``push, watcher polling`` (the same with the
+server's change announcements off, ``BREAKER_FLEET_WATCH_ANNOUNCED=False``: its watcher's 25 ms
+poll alone), or with ``--baseline-tree DIR`` the same push against DIR's server (another
+checkout: the code before a change), alternated ``--rounds`` times, then ``poll``
+(``fleet_wait=0``, the 1 s poll the SDK falls back to), so the ratios are measured under the
+same load.
+Goal (issue 14): p99 under 250 ms with push and 50 workers.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -242,17 +248,21 @@ def _tool_call(run_id: str, n: int) -> dict[str, Any]:
 # --- part 2: propagation -----------------------------------------------------------------------
 
 
-def start_gunicorn(env: dict[str, str], port: int, threads: int = 4) -> subprocess.Popen[bytes]:
+def start_gunicorn(
+    env: dict[str, str], port: int, threads: int = 4, tree: Path = ROOT
+) -> subprocess.Popen[bytes]:
     command = [
         PYTHON, "-m", "gunicorn", "controlplane.wsgi", "--bind", f"127.0.0.1:{port}",
         "--workers", "2", "--threads", str(threads), "--log-level", "warning", "--timeout", "60",
     ]  # fmt: skip
-    server = subprocess.Popen(command, cwd=ROOT, env=env)
+    server = subprocess.Popen(command, cwd=tree, env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/openapi.json", timeout=2)
             return server
+        except urllib.error.HTTPError:
+            return server  # it answers (the schema may want a login: not what is measured)
         except OSError:
             time.sleep(0.1)
     server.terminate()
@@ -275,26 +285,27 @@ def measure_propagation(url: str, token: str, trials: int, workers: int, sync: s
     from breakers.sdk import ToolFailure
     from breakers.sdk.client import ControlPlane  # the agents' real client
 
-    wait = 20.0 if sync == "push" else 0.0
+    wait = 20.0 if sync.startswith("push") else 0.0
     # Worker A reports the failure that opens the breaker; the B workers are the others whose
     # available() must drop the tool. A raw HTTP reporter supplies the first four failures from
     # a third worker, so the opening failure is A's and no B reports anything in a trial.
-    plane_a = ControlPlane(url, token=token, worker_id=f"bench-a-{sync}", fleet_wait=wait)
+    key = f"{sync.split(',')[0]}-{secrets.token_hex(3)}"  # tools and workers new in each round
+    plane_a = ControlPlane(url, token=token, worker_id=f"bench-a-{key}", fleet_wait=wait)
     planes_b = [
-        ControlPlane(url, token=token, worker_id=f"bench-b{i}-{sync}", fleet_wait=wait)
+        ControlPlane(url, token=token, worker_id=f"bench-b{i}-{key}", fleet_wait=wait)
         for i in range(workers)
     ]
     run_a = plane_a.start_run(agent="bench", step_budget=20)
     runs_b = [plane.start_run(agent="bench", step_budget=20) for plane in planes_b]
-    post_events(url, token, "bench-c", [_run_started(f"bench-c-run-{sync}")])
+    post_events(url, token, "bench-c", [_run_started(f"bench-c-run-{key}")])
     for plane in (plane_a, *planes_b):
         plane.flush()
     from_send, from_ack = [], []
     try:
         for trial in range(trials):
-            tool = f"prop-{sync}-{trial}"
+            tool = f"prop-{key}-{trial}"
             tools = [{"type": "function", "function": {"name": tool}}]
-            failures = [_prop_call(f"bench-c-run-{sync}", tool, f"{trial}-{i}") for i in range(4)]
+            failures = [_prop_call(f"bench-c-run-{key}", tool, f"{trial}-{i}") for i in range(4)]
             post_events(url, token, "bench-c", failures)
             assert all(run.available(tools) == tools for run in runs_b)
             time.sleep(random.uniform(0, 1.0))  # land anywhere in the B's poll cycles
@@ -355,6 +366,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--workers", type=int, default=50, help="agent workers that must see it")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="push here and in the baseline, alternated"
+    )
+    parser.add_argument(
+        "--no-poll", dest="poll", action="store_false", help="skip the 1 s poll variant"
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="a checkout whose server is the push baseline (e.g. `git archive` of main)",
+    )
     args = parser.parse_args()
 
     with scratch_database(args.database_url, args.bench_db) as db_url:
@@ -369,24 +391,38 @@ def main() -> None:
                 report += [*measure_cost(args.calls), ""]
             if args.part in ("propagation", "both"):
                 token = manage(env, "create_agent_token", "bench").strip().splitlines()[-1]
-                port = free_port()
                 # Every worker may hold a long-poll: threads for all of them, plus ingest's.
                 held = args.workers + 1
-                server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held)}
-                server = start_gunicorn(server_env, port, threads=held + 4)
+                # Connections per request: 2 x (held + 4) threads each keeping one would pass
+                # PostgreSQL's default max_connections (100).
+                server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held), "DB_CONN_MAX_AGE": "0"}
                 report += [
                     f"{args.workers} workers (B) besides A; gunicorn 2 x {held + 4} threads\n",
                     "| fleet sync | measured from | samples | p50 ms | p99 ms | max ms |",
                     "|---|---|---:|---:|---:|---:|",
                 ]
-                try:
-                    for sync in ("push", "poll"):
-                        report += measure_propagation(
+                # Push with this tree's server and with the baseline's (another checkout, say
+                # the commit before a change; without one, this tree with the announcements
+                # off), alternating so both see the same load; then poll.
+                if args.baseline_tree:
+                    baseline = ("push, baseline tree", args.baseline_tree, {})
+                else:
+                    off = {"BREAKER_FLEET_WATCH_ANNOUNCED": "False"}
+                    baseline = ("push, watcher polling", ROOT, off)
+                variants = [("push", ROOT, {}), baseline] * args.rounds
+                polled = [("poll", ROOT, {})] if args.poll else []
+                for sync, tree, extra in [*variants, *polled]:
+                    port = free_port()
+                    server = start_gunicorn(server_env | extra, port, threads=held + 4, tree=tree)
+                    try:
+                        rows = measure_propagation(
                             f"http://127.0.0.1:{port}", token, args.trials, args.workers, sync
                         )
-                finally:
-                    server.terminate()
-                    server.wait(30)
+                        print("\n".join(rows), flush=True)  # kept if a later variant fails
+                        report += rows
+                    finally:
+                        server.terminate()
+                        server.wait(30)
         finally:
             delete_bench_keys()
             from django.db import connections

@@ -107,16 +107,24 @@ class FleetOut(FleetState):
     tools: dict[str, FleetToolOut]  # type: ignore[assignment]
 
 
-def _current_fleet_etag() -> str:
-    """The fleet's ETag from Redis alone (no database): what the long-poll watcher compares."""
+def _current_fleet() -> tuple[str, services.FleetView | None]:
+    """The fleet's ETag and state from Redis alone (no database): what the long-poll watcher
+    compares, and hands to the requests it wakes so that each need not read Redis again."""
     generation, states = services.fleet_store().snapshot()
     if generation is None:
-        return ""  # lost: wake the waiters, whose own fleet_state() rebuilds it
-    version = sum(state.seq for state in states.values())
-    return services.FleetView(version, generation, {}).etag
+        return "", None  # lost: wake the waiters, whose own fleet_state() rebuilds it
+    view = services.fleet_view(generation, states)
+    return view.etag, view
 
 
-FLEET_WATCH = FleetWatch(_current_fleet_etag)
+FLEET_WATCH: FleetWatch[services.FleetView | None] = FleetWatch(
+    _current_fleet,
+    subscribe=(
+        (lambda: services.fleet_store().subscribe_to_changes())
+        if settings.BREAKER_FLEET_WATCH_ANNOUNCED
+        else None
+    ),
+)
 
 
 @router.get(
@@ -146,7 +154,8 @@ def get_fleet(
         if changed is None:
             held = 0.0  # this process holds as many as it may: answer now, the agent polls
         elif changed:
-            view = services.fleet_state()
+            # The state the watcher read: fifty woken requests make no fifty Redis reads.
+            view = FLEET_WATCH.latest(view.etag) or services.fleet_state()
     if view.etag in parse_etags(request.headers.get("If-None-Match", "")):
         response = HttpResponse(status=304)
     else:

@@ -22,7 +22,15 @@ from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Tool, ToolPolicy
 from breakers.services import fleet_operator_action, tool_policy_update
 from runs.models import AgentToken, OutageReplay
-from runs.simulation.replay import AGENT, ModeResult, RunRecord, replay_mode
+from runs.simulation.replay import (
+    AGENT,
+    AGENTS,
+    ModeResult,
+    RunPlayer,
+    RunRecord,
+    play_hand_written,
+    replay_mode,
+)
 from runs.simulation.scenario import MODES, Scenario
 from runs.simulation.script import SEARCH
 
@@ -139,11 +147,17 @@ def simulate_modes(
     on_run: Callable[[str, RunRecord], None] | None = None,
     on_mode: Callable[[str], None] | None = None,
     fleet_push: bool = True,
+    agent: str = "hand-written",
 ) -> list[dict[str, Any]]:
-    """Replay each mode in turn; return one summary per mode (simulated seconds)."""
+    """Replay each mode in turn; return one summary per mode (simulated seconds).
+
+    ``agent`` says who plays the runs (``AGENTS``): the hand-written agent, or the same scripted
+    model through Pydantic AI and the SDK's integration."""
     unknown = set(modes) - set(MODES)
     if unknown:
         raise ReplayError(f"unknown mode(s) {sorted(unknown)}; choose from {list(MODES)}")
+    if agent not in AGENTS:
+        raise ReplayError(f"unknown agent {agent!r}; choose from {list(AGENTS)}")
     summaries = []
     # Every mode of one invocation shares a batch id, so the Outages page compares them together.
     batch = f"{timezone.now():%Y%m%dT%H%M%S.%f}"
@@ -164,9 +178,24 @@ def simulate_modes(
                     batch=batch,
                     on_run=on_run,
                     fleet_push=fleet_push,
+                    agent=agent,
                 )
             )
     return summaries
+
+
+def _player(agent: str) -> tuple[RunPlayer, Callable[[], int]]:
+    """The agent that plays the runs, and how many runs its framework ended with an error."""
+    if agent == "hand-written":
+        return play_hand_written, lambda: 0
+    try:
+        from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
+    except ImportError as error:
+        raise ReplayError(
+            f"--agent pydantic-ai needs Pydantic AI 2.x ({error}): pip install pydantic-ai-slim"
+        ) from None
+    player = PydanticAIPlayer()
+    return player, lambda: player.errors
 
 
 def _replay_one(
@@ -179,7 +208,9 @@ def _replay_one(
     batch: str,
     on_run: Callable[[str, RunRecord], None] | None,
     fleet_push: bool,
+    agent: str,
 ) -> dict[str, Any]:
+    player, errors = _player(agent)
     started = timezone.now()
     row = OutageReplay.objects.create(
         mode=mode,
@@ -192,6 +223,7 @@ def _replay_one(
             **json.loads(json.dumps(asdict(scenario), default=str)),
             "batch": batch,
             "fleet_sync": "push" if fleet_push else "poll",
+            "agent": agent,
         },
     )
     result: ModeResult = replay_mode(
@@ -203,8 +235,9 @@ def _replay_one(
         worker_prefix=row.worker_prefix,
         on_run=(lambda record: on_run(mode, record)) if on_run else None,
         fleet_push=fleet_push,
+        player=player,
     )
-    summary = result.summary(scenario)
+    summary = {**result.summary(scenario), "agent": agent, "agent_errors": errors()}
     row.finished_at = timezone.now()
     row.summary = summary
     # Where the replay's clock paused for the control plane, the outage began and ended later

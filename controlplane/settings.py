@@ -217,6 +217,9 @@ BREAKER_FLEET_WAIT_MAX_SECONDS = envfloat("BREAKER_FLEET_WAIT_MAX_SECONDS", 20.0
 # Held requests per server process; beyond it the answer is immediate and that agent polls.
 # Keep it below the process's threads (gunicorn gthread --threads), or ingest waits behind them.
 BREAKER_FLEET_MAX_WAITERS = envint("BREAKER_FLEET_MAX_WAITERS", 2)
+# Held requests wake on the fleet's change announcements (Redis pub/sub) as well as the watcher's
+# 25 ms poll; False: the poll alone (the fallback, and bench/bench_fleet.py's baseline).
+BREAKER_FLEET_WATCH_ANNOUNCED = envbool("BREAKER_FLEET_WATCH_ANNOUNCED", True)
 # Celery beat's fleet tick: half-open transitions, probes, rebuild after a Redis data loss.
 BREAKER_TICK_SECONDS = envfloat("BREAKER_TICK_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULE = {

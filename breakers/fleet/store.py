@@ -12,6 +12,7 @@ settings with socket timeouts), so the same code runs in tests, benchmarks and p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
@@ -347,6 +348,10 @@ class FleetStore:
         self.dedupe_ttl_ms = dedupe_ttl_ms
         self.tools_key = f"{prefix}:tools"
         self.generation_key = f"{prefix}:generation"
+        # Pub/sub channels are not per database: the number keeps stores on one server apart.
+        pool = getattr(client, "connection_pool", None)  # a cluster has none, and database 0
+        database = pool.connection_kwargs.get("db", 0) if pool is not None else 0
+        self.changes_channel = f"{prefix}:fleet-changed:{database}"
         self._known_tools: list[str] = []
         self._scripts = {
             name: client.register_script(_script_source(name))
@@ -370,6 +375,19 @@ class FleetStore:
     def ping(self) -> None:
         """Raise ``redis.RedisError`` unless the store answers."""
         self.client.ping()
+
+    def announce_change(self) -> None:
+        """Tell every server process's long-poll watcher that a tool's state just changed, so
+        it reads the fleet's ETag now instead of at its next poll (breakers/fleet_watch.py).
+        Best effort: a lost message only leaves the waiters to that poll."""
+        with contextlib.suppress(redis.RedisError):
+            self.client.publish(self.changes_channel, b"1")
+
+    def subscribe_to_changes(self) -> redis.client.PubSub:
+        """A subscription to ``announce_change()`` (the watcher reads it; close it after)."""
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(self.changes_channel)
+        return pubsub
 
     def dedupe_key(self, tool: str, event_id: str) -> str:
         return f"{self.prefix}:{{{quote(tool, safe='')}}}:seen:{event_id}"

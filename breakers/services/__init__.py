@@ -27,6 +27,7 @@ from breakers.services.selectors import (
     fleet_state,
     fleet_state_from_database,
     fleet_tool_details,
+    fleet_view,
 )
 from breakers.services.transitions import FLEET_STORE_ERRORS, FleetCall, fleet_store
 
@@ -52,5 +53,6 @@ __all__ = [
     "fleet_tick",
     "fleet_tool_details",
     "fleet_trial_acquire",
+    "fleet_view",
     "tool_policy_update",
 ]

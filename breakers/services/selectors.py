@@ -59,6 +59,12 @@ def fleet_state() -> FleetView:
     if generation is None:
         fleet_rebuild()
         generation, states = store.snapshot()
+    return fleet_view(generation, states)
+
+
+def fleet_view(generation: str | None, states: dict[str, ToolState]) -> FleetView:
+    """The ``FleetView`` of one ``FleetStore.snapshot()``."""
+    store = fleet_store()
     tools: dict[str, dict[str, Any]] = {}
     version = 0
     for name, tool in states.items():

@@ -136,6 +136,10 @@ def persist_transitions(
     make the Slack alerts of the transitions and operator action (sent once this commits)."""
     if not tracked and operator_action is None:
         return []
+    if tracked:
+        # The store has the new state already: wake the long-poll waiters before the rows and
+        # alerts below are written (they are the pages' record, not the agents').
+        fleet_store().announce_change()
     rows = []
     with transaction.atomic():
         tool, _ = Tool.objects.get_or_create(name=tool_name)

@@ -27,6 +27,7 @@ from django.utils import timezone
 from breakers.models import Incident
 from controlplane.dashboard import charts
 from controlplane.dashboard.charts import ModeBar, RunPoint, Span
+from controlplane.dashboard.incidents import ReplayWindow, measured_windows
 from runs.economics import (
     Headline,
     Period,
@@ -126,14 +127,19 @@ class IncidentCharts:
 
 
 def incident_charts(
-    *, incident: Incident, now: datetime | None = None, cap: int = MAX_CHART_RUNS
+    *,
+    incident: Incident,
+    now: datetime | None = None,
+    cap: int = MAX_CHART_RUNS,
+    window: ReplayWindow | None = None,
 ) -> IncidentCharts:
     """Runs that reached for the tool from one incident-length before it opened until it closed
-    (or now): two queries, an aggregate and a sampled list."""
-    end = incident.closed_at or now or timezone.now()
-    opened = incident.opened_at
+    (or now), kept inside ``window`` for an incident of an outage replay (the incident page's
+    own windows): two queries, an aggregate and a sampled list."""
+    start, opened, end = measured_windows(
+        incident=incident, end=incident.closed_at or now or timezone.now(), window=window
+    )
     length = max(end - opened, timedelta(seconds=1))
-    start = opened - length
     tool = incident.tool.name
     runs = runs_reaching_for(tool_name=tool, start=start, end=end)
     # Baseline: runs over before the incident opened. A run that started before but was still
@@ -148,7 +154,10 @@ def incident_charts(
         RunPoint(x=started, duration_s=ms / 1000, spend_usd=usd(spend), met=met)
         for started, ms, spend, met in sample.rows
     ]
-    span = _length_text(length)
+    before_length = max(opened - start, timedelta(seconds=1))
+    span = _length_text(before_length)
+    if before_length < length:  # kept inside its replay (ReplayWindow)
+        span += ", since the replay began"
     headline = compare(
         during=during,
         reference=baseline,

@@ -21,7 +21,8 @@ from django.utils import timezone
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
 from controlplane.dashboard.queries import WindowPage, page_window
-from runs.models import Outcome, Run, ToolCall
+from runs.economics import mode_order, replay_speed
+from runs.models import OutageReplay, Outcome, Run, ToolCall
 from runs.queries import IncidentMeasures, incident_measures, runs_affected
 
 INCIDENTS_PER_PAGE = 50
@@ -132,10 +133,94 @@ class IncidentPage:
     comparison: Comparison
     affected_runs: list[Run]
     capped: list[str] = field(default_factory=list)  # the parts that hit their cap
+    # The outage replay (simulate_outage) that was playing when the incident opened: the
+    # comparison and the charts stay inside it (see ``replay_window``).
+    replay: OutageReplay | None = None
+    window: ReplayWindow | None = None
 
     @property
     def duration(self) -> timedelta:
         return self.end - self.incident.opened_at
+
+    @property
+    def replay_figures(self) -> dict[str, Any] | None:
+        """What the replay's own table says of its mode, for the note beside the measures."""
+        replay = self.replay
+        if replay is None:
+            return None
+        summary = replay.summary if isinstance(replay.summary, dict) else {}
+        scenario = replay.scenario if isinstance(replay.scenario, dict) else {}
+        return {
+            "mode": replay.mode,
+            "agent": scenario.get("agent") or "hand-written",
+            "speed": replay_speed(replay),
+            "finished": replay.finished_at is not None,
+            "runs": summary.get("runs"),
+            "spend": summary.get("model_spend_usd"),
+            "vendor_calls": summary.get("web_search_calls"),
+            "batch": _batch_key(replay),
+        }
+
+    @property
+    def baseline_clipped(self) -> bool:
+        """The "before" window is shorter than the incident: it starts with the replay."""
+        before = self.comparison.before
+        return before.end - before.start < self.comparison.during.end - self.comparison.during.start
+
+
+@dataclass(frozen=True)
+class ReplayWindow:
+    """Bounds for the measures of an incident opened during an outage replay.
+
+    ``simulate_outage`` plays its modes one after another on one control plane, so "the same
+    length of time before the incident" would reach into the previous mode's replay (its
+    outage, its breaker) and an incident still open at a replay's end into the next one's. The
+    measures and the charts are therefore kept within the replay's own run: its healthy
+    baseline period is the reference, as on the Outages page.
+    """
+
+    not_before: datetime
+    not_after: datetime | None
+
+
+def replay_of(incident: Incident) -> OutageReplay | None:
+    """The outage replay that was playing when ``incident`` opened, if one was."""
+    return (
+        OutageReplay.objects.filter(started_at__lte=incident.opened_at)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=incident.opened_at))
+        .order_by("-started_at", "-id")
+        .first()
+    )
+
+
+def _batch_key(replay: OutageReplay) -> int:
+    """The Outages page's ``?batch=`` of the replay's invocation (runs.economics.ReplayBatch)."""
+    label = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
+    if label is None:
+        return replay.pk
+    same = OutageReplay.objects.filter(scenario__batch=label).only("pk", "mode")
+    return min(same, key=lambda r: (mode_order(r.mode), r.pk), default=replay).pk
+
+
+def replay_window(replay: OutageReplay | None) -> ReplayWindow | None:
+    if replay is None:
+        return None
+    return ReplayWindow(not_before=replay.started_at, not_after=replay.finished_at)
+
+
+def measured_windows(
+    *, incident: Incident, end: datetime, window: ReplayWindow | None
+) -> tuple[datetime, datetime, datetime]:
+    """(before start, opened, during end): the incident's window and the same length of time
+    just before it, both kept inside ``window`` when the incident belongs to a replay."""
+    opened = incident.opened_at
+    if window is not None and window.not_after is not None:
+        end = max(opened, min(end, window.not_after))
+    length = max(end - opened, timedelta(seconds=1))
+    start = opened - length
+    if window is not None:
+        start = min(opened, max(start, window.not_before))
+    return start, opened, end
 
 
 def incident_page(*, incident: Incident, now: datetime | None = None) -> IncidentPage:
@@ -182,7 +267,9 @@ def incident_page(*, incident: Incident, now: datetime | None = None) -> Inciden
     entries += [TimelineEntry(a.at, "alert", row=a, order=i) for i, a in enumerate(alerts)]
     entries.sort(key=lambda entry: entry.sort_key)
 
-    length = max(end - incident.opened_at, timedelta(seconds=1))
+    replay = replay_of(incident)
+    window = replay_window(replay)
+    before_start, opened, measured_end = measured_windows(incident=incident, end=end, window=window)
     capped = {
         "alerts": len(alerts) >= MAX_TIMELINE_ALERTS,
         "transitions": len(transitions) >= MAX_TIMELINE_TRANSITIONS,
@@ -200,10 +287,8 @@ def incident_page(*, incident: Incident, now: datetime | None = None) -> Inciden
         worker_failures=worker_failures,
         timeline=entries,
         comparison=Comparison(
-            during=measures(tool_name=tool.name, start=incident.opened_at, end=end),
-            before=measures(
-                tool_name=tool.name, start=incident.opened_at - length, end=incident.opened_at
-            ),
+            during=measures(tool_name=tool.name, start=opened, end=measured_end),
+            before=measures(tool_name=tool.name, start=before_start, end=opened),
         ),
         affected_runs=list(
             runs_affected(tool=tool.name, start=incident.opened_at, end=end)
@@ -211,6 +296,8 @@ def incident_page(*, incident: Incident, now: datetime | None = None) -> Inciden
             .order_by("-started_at", "-id")[:MAX_AFFECTED_RUNS]
         ),
         capped=[what for what, hit in capped.items() if hit],
+        replay=replay,
+        window=window,
     )
 
 

@@ -271,7 +271,7 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context = {
         "nav": "incidents",
         "page": page,
-        "charts": incident_charts(incident=incident, now=page.end),
+        "charts": incident_charts(incident=incident, now=page.end, window=page.window),
         "findings": incident_findings(during=page.comparison.during, before=page.comparison.before),
     }
     return render_page(request, "dashboard/incident_detail.html", context)

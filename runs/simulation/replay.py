@@ -34,7 +34,15 @@ from breakers.sdk import ControlPlane, ToolFailure
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import READ, SEARCH, Action, ResearchScript
 
-__all__ = ("ModeResult", "RunRecord", "replay_mode")
+__all__ = (
+    "AGENTS",
+    "ModeResult",
+    "RunPlayer",
+    "RunRecord",
+    "Stage",
+    "replay_mode",
+    "what_it_met",
+)
 
 AGENT = "research"
 MODEL = "scripted-research-model"
@@ -66,6 +74,9 @@ BACKLOG_LOW = 10
 ANSWER_WITHIN_SIM_S = 5.0
 # The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
 WRAP_UP_SENSITIVITY = (1, 2, 5)
+# Who plays the runs: the agent written by hand below, or the same scripted model driven through
+# Pydantic AI and the SDK's integration (runs/simulation/pydantic_ai_agent.py).
+AGENTS = ("hand-written", "pydantic-ai")
 SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
     "none": (),
     "fail-fast": ("fleet",),
@@ -172,9 +183,23 @@ class _SimClock:
     def __init__(self, speed: float) -> None:
         self.speed = speed
         self.origin = time.monotonic()
+        self.wall_origin = time.time() - (time.monotonic() - self.origin)
         self.paused_s = 0.0  # real seconds spent paused
         self._paused_at: float | None = None
+        self._pauses: list[tuple[float, float]] = []  # (paused at, resumed at), monotonic
         self._resumed = threading.Condition()
+
+    def wall_time_of(self, sim_s: float) -> datetime:
+        """When (wall clock) the replay's clock showed ``sim_s``, pauses included; for a
+        moment already passed."""
+        real = sim_s / self.speed  # running seconds since the origin
+        at = self.origin
+        for paused, resumed in self._pauses:
+            if paused - at >= real:
+                break
+            real -= paused - at
+            at = resumed
+        return datetime.fromtimestamp(self.wall_origin + (at - self.origin) + real, UTC)
 
     def now(self) -> float:
         paused_at = self._paused_at
@@ -200,7 +225,9 @@ class _SimClock:
     def resume(self) -> None:
         with self._resumed:
             if self._paused_at is not None:
-                self.paused_s += time.monotonic() - self._paused_at
+                now = time.monotonic()
+                self.paused_s += now - self._paused_at
+                self._pauses.append((self._paused_at, now))
                 self._paused_at = None
                 self._resumed.notify_all()
 
@@ -274,6 +301,38 @@ class _Recovery:
                 self.first_working_s = at_s
 
 
+@dataclass(frozen=True)
+class Stage:
+    """What every run of one mode plays against: the story, the mode, the replay's clock."""
+
+    scenario: Scenario
+    mode: str
+    clock: _SimClock
+    recovery: _Recovery
+
+    @property
+    def removes(self) -> bool:
+        """Whether the mode's breaker takes the tool out of the tools array (and sends a notice)."""
+        return self.mode not in ("none", "fail-fast")
+
+
+# Plays one run on one worker's control plane with the run's own random numbers; blocks until
+# the run has finished.
+RunPlayer = Callable[[Stage, ControlPlane, random.Random], RunRecord]
+
+
+def play_hand_written(stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRecord:
+    """The hand-written agent: the SDK's ``Run`` called directly, step by step."""
+    return _play_run(
+        scenario=stage.scenario,
+        mode=stage.mode,
+        plane=plane,
+        clock=stage.clock,
+        rng=rng,
+        recovery=stage.recovery,
+    )
+
+
 def replay_mode(
     *,
     scenario: Scenario,
@@ -284,6 +343,7 @@ def replay_mode(
     worker_prefix: str | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
     fleet_push: bool = True,
+    player: RunPlayer = play_hand_written,
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done."""
     clock = _SimClock(speed)
@@ -312,18 +372,12 @@ def replay_mode(
     ]
     result = ModeResult(mode=mode)
     recovery = _Recovery()
+    stage = Stage(scenario=scenario, mode=mode, clock=clock, recovery=recovery)
     lock = threading.Lock()
 
     def play(index: int, start_s: float) -> None:
         clock.sleep_until(start_s)
-        record = _play_run(
-            scenario=scenario,
-            mode=mode,
-            plane=planes[index % len(planes)],
-            clock=clock,
-            rng=random.Random(scenario.seed + index),
-            recovery=recovery,
-        )
+        record = player(stage, planes[index % len(planes)], random.Random(scenario.seed + index))
         with lock:
             result.runs.append(record)
         if on_run is not None:
@@ -336,7 +390,10 @@ def replay_mode(
 
     def mark(name: str, at_s: float) -> None:
         clock.sleep_until(at_s)
-        result.wall_times[name] = datetime.now(UTC)
+        # When the clock passed at_s, not when this thread got to run: on a busy machine it
+        # wakes late, and runs that started in between would fall before the outage in the
+        # database (the pages) while the table, on the replay's clock, counts them in it.
+        result.wall_times[name] = clock.wall_time_of(at_s)
 
     # When the outage really began and ended: pauses move them from started + s / speed.
     threads += [
@@ -420,7 +477,7 @@ def _play_run(
             break
     record.wrap_up_started_at = script.wrap_up_started_at
     record.ended_s = clock.now()
-    record.met = _what_it_met(record, removed=bool(run.removals()) and removes)
+    record.met = what_it_met(record, removed=bool(run.removals()) and removes)
     run.finish(status=status, degraded=record.degraded, steps=record.model_calls)
     return record
 
@@ -455,7 +512,7 @@ def _search(
         recovery.saw_working(started)
 
 
-def _what_it_met(record: RunRecord, *, removed: bool) -> str:
+def what_it_met(record: RunRecord, *, removed: bool) -> str:
     if removed:
         return "tool removed"
     if record.refused:

@@ -8,18 +8,13 @@ the tool saves both, and the fleet breaker sends far fewer calls to the failing 
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Iterator
 
 import pytest
-import redis
 from django.core.management import CommandError, call_command
-from django.db import connection
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
 from breakers.outage_replay import replay_token, simulate_modes
-from breakers.services import fleet_state, fleet_tick
 from runs.models import OutageReplay, Run, RunStatus
 from runs.simulation.scenario import Scenario
 
@@ -37,24 +32,6 @@ SMALL = Scenario(
     workers=4,
 )
 SPEED = 150.0
-
-
-@pytest.fixture
-def ticking(redis_client: redis.Redis) -> Iterator[None]:
-    """What Celery beat does in production: the fleet tick, here every 50 ms."""
-    fleet_state()  # rebuild the flushed fleet store now, before anything else touches it
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(0.05):
-            fleet_tick()
-        connection.close()
-
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    yield
-    stop.set()
-    thread.join(timeout=5)
 
 
 def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(

@@ -15,6 +15,7 @@ import pytest
 import redis
 from django.test import Client
 
+from breakers import services
 from breakers.fleet_watch import FleetWatch
 from breakers.sdk import ToolFailure
 from breakers.sdk.client import ControlPlane
@@ -111,7 +112,7 @@ def test_a_server_that_does_not_hold_requests_is_polled(
 
 def test_a_server_process_holds_at_most_max_waiters() -> None:
     etag = ["v1"]
-    watch = FleetWatch(lambda: etag[0], interval=0.001)
+    watch = FleetWatch(lambda: (etag[0], etag[0]), interval=0.001)
     results: list[bool | None] = []
 
     def wait() -> None:
@@ -126,11 +127,38 @@ def test_a_server_process_holds_at_most_max_waiters() -> None:
     for thread in waiters:
         thread.join(timeout=30)
     assert results == [True, True]
+    # What the watcher read comes with the wake-up, for requests that still have an old ETag.
+    assert watch.latest("v1") in ("v2", None) and watch.latest("v2") is None
     assert watch.wait_for_change("v1", timeout=0, max_waiters=2) is False or not watch._waiters
 
 
+def test_an_announced_change_wakes_the_waiters_before_the_next_poll(
+    redis_client: redis.Redis,
+) -> None:
+    # Polling once an hour: only the store's announcement (Redis pub/sub, which every server
+    # process's watcher hears) can wake the waiter within the test.
+    store = services.fleet_store()
+    etag = ["v1"]
+    watch = FleetWatch(
+        lambda: (etag[0], f"state {etag[0]}"),
+        interval=AN_HOUR,
+        subscribe=store.subscribe_to_changes,
+    )
+    results: list[bool | None] = []
+    waiter = threading.Thread(
+        target=lambda: results.append(watch.wait_for_change("v1", timeout=60, max_waiters=2))
+    )
+    waiter.start()
+    eventually(lambda: watch._etag == "v1", "the watcher's first read, after it subscribed")
+    etag[0] = "v2"
+    store.announce_change()
+    waiter.join(timeout=60)
+    assert results == [True]
+    assert watch.latest("v1") in ("state v2", None)  # None once the watcher has stopped
+
+
 def test_a_wait_that_has_run_out_answers_false() -> None:
-    watch = FleetWatch(lambda: "v1", interval=0.001)
+    watch = FleetWatch(lambda: ("v1", None), interval=0.001)
     assert watch.wait_for_change("v1", timeout=0.01, max_waiters=1) is False
 
 

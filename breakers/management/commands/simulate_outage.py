@@ -21,8 +21,11 @@ from breakers.outage_replay import (
     server_settings_warnings,
     simulate_modes,
 )
-from runs.simulation.replay import RunRecord
+from runs.simulation.replay import AGENTS, RunRecord
 from runs.simulation.scenario import MODES, Scenario
+
+# Above this the Pydantic AI agent's own CPU time, multiplied by the speed, bends the story.
+PYDANTIC_AI_MAX_SPEED = 15.0
 
 
 class Command(BaseCommand):
@@ -52,6 +55,13 @@ class Command(BaseCommand):
             choices=["push", "poll"],
             default="push",
             help="agents learn the fleet state by long-poll (push) or by polling only",
+        )
+        parser.add_argument(
+            "--agent",
+            choices=AGENTS,
+            default="hand-written",
+            help="who plays the runs: the hand-written agent, or the same scripted model through "
+            "Pydantic AI and the SDK's integration (FunctionModel, offline)",
         )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
         parser.add_argument(
@@ -84,11 +94,20 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Replaying {scenario.runs_in_window} runs in a {scenario.window_s / 60:g}-minute "
             f"outage, modes {', '.join(modes)}, at {options['speed']:g}x "
-            f"(about {real_seconds:.0f} s) against {options['url']}; the model takes "
+            f"(about {real_seconds:.0f} s) against {options['url']}, agent "
+            f"{options['agent']}; the model takes "
             f"{scenario.wrap_up_steps} step(s) to finish without web_search"
         )
         for warning in server_settings_warnings(speed=options["speed"]):
             self.stderr.write(f"warning: {warning}")
+        if options["agent"] == "pydantic-ai" and options["speed"] > PYDANTIC_AI_MAX_SPEED:
+            self.stderr.write(
+                f"warning: Pydantic AI spends about 2.5 ms of CPU per step; at "
+                f"{options['speed']:g}x that is {2.5 * options['speed'] / 1000:.2f} simulated "
+                f"seconds per step, and hundreds of concurrent runs fall behind the story (the "
+                f"modes none and run most). Figures are comparable at --speed "
+                f"{PYDANTIC_AI_MAX_SPEED:g} or less (docs/decisions.md)."
+            )
         progress = Progress(self.stdout.write, total=len(scenario.run_starts()))
         try:
             with replay_token() as (token, raw):
@@ -103,13 +122,17 @@ class Command(BaseCommand):
                     on_run=progress.run_done,
                     on_mode=progress.mode_started,
                     fleet_push=options["fleet_sync"] == "push",
+                    agent=options["agent"],
                 )
         except ReplayError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(format_table(summaries))
         if options["json"]:
             options["json"].write_text(
-                json.dumps({"scenario": vars_of(scenario), "modes": summaries}, indent=2)
+                json.dumps(
+                    {"scenario": vars_of(scenario), "agent": options["agent"], "modes": summaries},
+                    indent=2,
+                )
             )
             self.stdout.write(f"wrote {options['json']}")
 

@@ -3,7 +3,9 @@
 Test sessions and benchmark runs share one Redis server and one PostgreSQL server with other runs
 on the same machine. Each claims a free Redis database number (a key in database 0, taken with
 SET NX and a time limit, so a crashed run frees it by itself) and derives its test database name
-from it. Explicit TEST_REDIS_URL / TEST_DATABASE_NAME in the environment win.
+from it. An unclaimed database holding keys is passed by, unless every key in it has been
+untouched for STALE_SECONDS (what a killed run leaves): then it is emptied and taken. Explicit
+TEST_REDIS_URL / TEST_DATABASE_NAME in the environment win.
 
     scripts/own_services.py -- pytest -q
 """
@@ -14,11 +16,13 @@ import os
 import signal
 import subprocess
 import sys
+from itertools import islice
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 CLAIM_SECONDS = 4 * 3600  # longer than any test session or benchmark run
+STALE_SECONDS = 30 * 60  # a live run (claimed or started by hand) touches its keys more often
 SERVER_URL = os.environ.get("TEST_REDIS_SERVER", "redis://127.0.0.1:6379/0")
 
 
@@ -37,7 +41,24 @@ def _claim(client: redis.Redis, owner: str) -> int:
 def _in_use(number: int) -> bool:
     other = redis.Redis.from_url(_with_db(SERVER_URL, number), socket_timeout=5)
     try:
-        return bool(other.dbsize())
+        keys = list(islice(other.scan_iter(count=500), 1001))
+        if not keys:
+            return False
+        if len(keys) > 1000:
+            return True
+        with other.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.object("idletime", key)
+            idle = [seconds for seconds in pipe.execute() if seconds is not None]
+        if idle and min(idle) < STALE_SECONDS:
+            return True
+        print(
+            f"own_services: Redis database {number} held {len(keys)} keys untouched for "
+            f"{STALE_SECONDS // 60}+ min and no claim: emptied and taken",
+            file=sys.stderr,
+        )
+        other.flushdb()
+        return False
     finally:
         other.close()
 

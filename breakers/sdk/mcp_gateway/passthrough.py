@@ -88,6 +88,20 @@ class _Door:
         self._pending: dict[str, asyncio.Future[Any]] = {}
         self._count = 0
         self.connected = False
+        self._context: Any = None
+
+    # An MCP client `Transport`: entering opens the link (`_open`) and gives its two streams.
+    async def __aenter__(self) -> tuple[Any, Any]:
+        self._context = self._open()
+        streams: tuple[Any, Any] = await self._context.__aenter__()
+        return streams
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        result: bool | None = await self._context.__aexit__(*exc_info)
+        return result
+
+    def _open(self) -> Any:
+        raise NotImplementedError
 
     def _next_id(self) -> tuple[str, asyncio.Future[Any]]:
         if not self.connected:
@@ -162,17 +176,7 @@ class RawLink(_Door):
     def __init__(self, inner: Any) -> None:
         super().__init__()
         self._inner = inner
-        self._context: Any = None
         self._write: Any = None
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        self._context = self._open()
-        streams: tuple[Any, Any] = await self._context.__aenter__()
-        return streams
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        result: bool | None = await self._context.__aexit__(*exc_info)
-        return result
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -243,17 +247,7 @@ class RawStdioLink(_Door):
         self._argv = [command, *args]
         self._env = dict(env)
         self._cwd = cwd
-        self._context: Any = None
         self._stdin: Any = None
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        self._context = self._open()
-        streams: tuple[Any, Any] = await self._context.__aenter__()
-        return streams
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        result: bool | None = await self._context.__aexit__(*exc_info)
-        return result
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[tuple[Any, Any]]:

@@ -88,3 +88,14 @@ def vendor_server() -> Iterator[tests.vendor_server.VendorServer]:
     ``slow()``, and every request it got in ``requests``."""
     with tests.vendor_server.VendorServer() as server:
         yield server
+
+
+@pytest.fixture
+def no_model_requests() -> Iterator[None]:
+    """Pydantic AI may not reach a real model: FunctionModel plays it, offline."""
+    from pydantic_ai import models
+
+    allowed = models.ALLOW_MODEL_REQUESTS
+    models.ALLOW_MODEL_REQUESTS = False
+    yield
+    models.ALLOW_MODEL_REQUESTS = allowed

@@ -20,26 +20,12 @@ from runs.simulation.replay import (
     RunRecord,
     _play_run,
     _Recovery,
-    _SimClock,
 )
 from runs.simulation.scenario import Scenario
+from tests.economics.clocks import SteppedClock
 
 # The vendor is down from the first simulated second to long after the run.
 DOWN = Scenario(baseline_s=0.0, wrap_up_steps=2)
-
-
-class SteppedClock(_SimClock):
-    """Simulated time that moves only when the replay sleeps: no real waiting, no timing."""
-
-    def __init__(self) -> None:
-        super().__init__(speed=1.0)
-        self.at = 0.0
-
-    def now(self) -> float:
-        return self.at
-
-    def sleep(self, sim_seconds: float) -> None:
-        self.at += sim_seconds
 
 
 @pytest.fixture

@@ -9,10 +9,8 @@ replay sleeps, so the two agents can be compared step for step.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
-from pydantic_ai import models
 
 from breakers.sdk import ControlPlane
 from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
@@ -22,33 +20,16 @@ from runs.simulation.replay import (
     RunRecord,
     Stage,
     _Recovery,
-    _SimClock,
     play_hand_written,
 )
 from runs.simulation.scenario import Scenario
+from tests.economics.clocks import SteppedClock
 
 DOWN = Scenario(baseline_s=0.0, wrap_up_steps=2)  # the vendor is down for the whole run
 HEALTHY = Scenario(baseline_s=10_000.0)  # ... and healthy for all of it
 
 
-class SteppedClock(_SimClock):
-    def __init__(self) -> None:
-        super().__init__(speed=1.0)
-        self.at = 0.0
-
-    def now(self) -> float:
-        return self.at
-
-    def sleep(self, sim_seconds: float) -> None:
-        self.at += sim_seconds
-
-
-@pytest.fixture(autouse=True)
-def no_model_requests() -> Iterator[None]:
-    allowed = models.ALLOW_MODEL_REQUESTS
-    models.ALLOW_MODEL_REQUESTS = False
-    yield
-    models.ALLOW_MODEL_REQUESTS = allowed
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 def _play(player: RunPlayer, mode: str, scenario: Scenario = DOWN) -> tuple[RunRecord, list]:

@@ -9,7 +9,6 @@ the incident page of the replayed outage with the database.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db.models import Q, Sum
 from django.test import Client
-from pydantic_ai import models
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
@@ -35,18 +33,10 @@ from runs.models import (
 )
 from runs.simulation.scenario import Scenario
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_model_requests")]
 
 SPEED = 150.0
 RUNS, WORKERS, BASELINE_RUNS, TAIL_RUNS = 24, 4, 4, 6
-
-
-@pytest.fixture(autouse=True)
-def no_model_requests() -> Iterator[None]:
-    allowed = models.ALLOW_MODEL_REQUESTS
-    models.ALLOW_MODEL_REQUESTS = False
-    yield
-    models.ALLOW_MODEL_REQUESTS = allowed
 
 
 def test_the_fleet_replay_through_pydantic_ai_removes_the_tool_and_the_database_agrees(

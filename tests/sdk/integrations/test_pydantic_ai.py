@@ -6,11 +6,10 @@ calls (more than the default budget of one retry) still end in an answer."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, models
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -18,13 +17,7 @@ from pydantic_ai.usage import RequestUsage
 from breakers.sdk import ControlPlane, ToolBreaker, WorkerBreakers
 from breakers.sdk.integrations.pydantic_ai import breaker_capabilities
 
-
-@pytest.fixture(autouse=True)
-def no_model_requests() -> Iterator[None]:
-    allowed = models.ALLOW_MODEL_REQUESTS
-    models.ALLOW_MODEL_REQUESTS = False
-    yield
-    models.ALLOW_MODEL_REQUESTS = allowed
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 class Vendor:

@@ -351,6 +351,7 @@ class _Plan:
     rejected: list[Rejection]
     writes: Writes
     fleet_calls: list[AcceptedToolCall]
+    ledger_prefix: str = ""  # ledger_key(worker_pk, ""): this worker's part of every ledger key
 
 
 class TokenMismatch(BatchRefused):
@@ -440,7 +441,14 @@ def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _P
         run.run_id: _RunRef(run.run_id, run.pk, run.started_at, run.finished, _room(run.totals))
         for run in claim.runs.values()
     }
-    plan = _Plan(worker_pk=claim.worker_pk, runs=runs, rejected=[], writes=Writes(), fleet_calls=[])
+    plan = _Plan(
+        worker_pk=claim.worker_pk,
+        runs=runs,
+        rejected=[],
+        writes=Writes(),
+        fleet_calls=[],
+        ledger_prefix=ledger_key(claim.worker_pk, ""),
+    )
     plan.writes.known_run_pks = {run.run_id: run.pk for run in claim.runs.values()}
 
     # Runs first, so that the other events of a run may come before its run.started in a batch.
@@ -568,7 +576,7 @@ def _add(ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str) -> s
                 attempts=attempts,
                 error=event.error,
                 trial=event.trial,
-                dedupe_id=ledger_key(plan.worker_pk, event.id),
+                dedupe_id=plan.ledger_prefix + event.id,  # ledger_key(worker_pk, event.id)
             )
         )
     return None

@@ -65,6 +65,7 @@ def post_events(request: HttpRequest) -> HttpResponse:
             worker_id=batch.worker_id,
             events=batch.events,
             dropped=batch.dropped,
+            may_hold_nulls=batch.may_hold_nulls,
         )
     except BatchRefused as exc:
         return _error(exc.status, exc.detail)

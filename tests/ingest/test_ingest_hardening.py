@@ -15,6 +15,7 @@ from pytest_django.fixtures import Settings
 from breakers.models import FleetTransition
 from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
 from runs.schemas import MAX_COUNT
+from runs.services import parse_batch
 from tests.ingest.conftest import PostBatch, event
 
 pytestmark = pytest.mark.django_db
@@ -128,6 +129,24 @@ def test_null_in_an_optional_field_means_absent(post_batch: PostBatch, writer: s
     assert (body["accepted"], body["rejected"]) == (5, [])
     call = ToolCall.objects.get()
     assert (call.error, call.step, call.attempts) == ("", None, 1)  # attempts: the default
+
+
+def test_null_in_one_event_of_a_batch_is_found_where_the_body_is_only_looked_at_once(
+    post_batch: PostBatch,
+) -> None:
+    # parse_batch looks for "null" in the body once, and the events are only searched for a
+    # null when it is there: a null in the last event counts, and "null" inside a string is no
+    # null (nothing to drop).
+    events = [event("run.started"), event("tool.call", error="null pointer"), event("tool.call")]
+    events[-1]["error"] = None
+    raw = json.dumps({"worker_id": "w", "events": events}).encode()
+    assert parse_batch(raw, max_events=10).may_hold_nulls
+    assert not parse_batch(b'{"worker_id": "w", "events": []}', max_events=10).may_hold_nulls
+
+    body = post_batch({"worker_id": "w-1", "events": events}).json()
+
+    assert (body["accepted"], body["rejected"]) == (3, [])
+    assert sorted(ToolCall.objects.values_list("error", flat=True)) == ["", "null pointer"]
 
 
 def test_null_in_a_required_field_is_rejected_naming_the_field(post_batch: PostBatch) -> None:

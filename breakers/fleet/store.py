@@ -353,6 +353,7 @@ class FleetStore:
         database = pool.connection_kwargs.get("db", 0) if pool is not None else 0
         self.changes_channel = f"{prefix}:fleet-changed:{database}"
         self._known_tools: list[str] = []
+        self._parsed: dict[str, tuple[tuple[Any, ...], ToolState | None]] = {}
         self._scripts = {
             name: client.register_script(_script_source(name))
             for name in (
@@ -519,11 +520,19 @@ class FleetStore:
                 pipe.hmget(self.tool_keys(tool)[0], _STATE_FIELDS)
             fetched.update(zip(new, pipe.execute(), strict=True))
         self._known_tools = tools  # replaced, never mutated: other threads read it freely
+        # A tool's fields usually read the same as last time (ingest asks after every batch):
+        # then its parsed state is reused (it is immutable) rather than parsed again.
+        parsed = self._parsed
+        kept: dict[str, tuple[tuple[Any, ...], ToolState | None]] = {}
         states: dict[str, ToolState] = {}
         for tool in tools:
-            state = _state_of(fetched[tool])
+            raw = tuple(fetched[tool])
+            last = parsed.get(tool)
+            state = last[1] if last is not None and last[0] == raw else _state_of(raw)
+            kept[tool] = (raw, state)
             if state is not None:
                 states[tool] = state
+        self._parsed = kept  # replaced, never mutated, like _known_tools
         return (None if generation is None else _text(generation)), states
 
     def live(self, tools: Sequence[str]) -> tuple[str | None, dict[str, LiveTool]]:

@@ -353,7 +353,8 @@ def _json(rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps(rows, default=_json_value, ensure_ascii=False, separators=(",", ":"))
 
 
-# PostgreSQL refuses a UTC offset of 16 hours or more; Python allows up to 24.
+# PostgreSQL refuses a UTC offset of 16 hours or more (and fractions of a second); Python allows
+# up to 24 hours.
 _PG_OFFSET_LIMIT = timedelta(hours=16)
 # Zones whose offset is the same for every time (what pydantic gives a parsed time).
 _FIXED_OFFSET_ZONES = (TzInfo, timezone)
@@ -370,7 +371,11 @@ def _json_value(value: object) -> str:
         if zone is not None and zone is _zone_within_limit[0]:
             return value.isoformat()
         offset = value.utcoffset()
-        if offset is not None and -_PG_OFFSET_LIMIT < offset < _PG_OFFSET_LIMIT:
+        if (
+            offset is not None
+            and -_PG_OFFSET_LIMIT < offset < _PG_OFFSET_LIMIT
+            and not offset.microseconds  # PostgreSQL takes whole seconds only
+        ):
             if type(zone) in _FIXED_OFFSET_ZONES:
                 _zone_within_limit[0] = zone
             return value.isoformat()

@@ -6,6 +6,7 @@ Each test runs against both writers (PostgreSQL's fast path and the portable ORM
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -73,6 +74,29 @@ def test_a_large_utc_offset_is_normalised_not_a_server_error(
     assert response.status_code == 200, response.content
     assert response.json()["accepted"] == 2
     assert ToolCall.objects.get().ts.utcoffset().total_seconds() == 0
+
+
+def test_times_with_mixed_offsets_in_one_batch_keep_their_instants(
+    post_batch: PostBatch, writer: str
+) -> None:
+    # The PostgreSQL writer sends a time as it came when its offset is one PostgreSQL takes
+    # (remembering the last such zone) and as UTC otherwise: every mix must keep the instant.
+    stamps = [
+        "2026-11-29T12:00:01+05:00",
+        "2026-11-29T12:00:02+16:00",
+        "2026-11-29T12:00:03+05:00",
+        "2026-11-29T12:00:04-15:59",
+        "2026-11-29T12:00:05Z",
+        "2026-11-29T12:00:06.250000+15:59",
+    ]
+    events = [event("run.started", ts="2026-11-29T00:00:00Z")]
+    events += [event("tool.call", ts=stamp, step=n) for n, stamp in enumerate(stamps, start=1)]
+
+    body = post_batch({"worker_id": "w-1", "events": events}).json()
+
+    assert (body["accepted"], body["rejected"]) == (7, [])
+    stored = list(ToolCall.objects.order_by("step").values_list("ts", flat=True))
+    assert stored == [datetime.fromisoformat(stamp) for stamp in stamps]
 
 
 def test_run_totals_that_would_overflow_reject_the_event_not_the_batch(

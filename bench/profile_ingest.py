@@ -8,12 +8,17 @@ the workload of bench/bench_ingest.py (18-event scripted runs cut into batches, 
 runs started by an earlier batch). Per batch it prints the median CPU time of the whole request
 (``time.thread_time()``) and of each ingest phase, wrapped where the tree has it, so the same script
 can time an older checkout: run it with that tree as the working directory (``--root``).
+
+With ``--callgrind`` (run under ``valgrind --tool=callgrind --instr-atstart=no``, as
+bench/count_ingest_instructions.py does) no phase is wrapped and callgrind counts instructions
+only over the measured batches: a figure that machine load does not move.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import os
@@ -95,6 +100,17 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="also run cProfile and write the stats here")
     parser.add_argument("--top", type=int, default=25, help="cProfile lines to print")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--callgrind-phases",
+        action="store_true",
+        help="with --callgrind: also dump at every phase's entry and exit (labelled A -> B)",
+    )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="under valgrind --tool=callgrind --instr-atstart=no: instrument only the measured "
+        "batches (no phase timers), dumped as 'measured batches'",
+    )
     args = parser.parse_args()
 
     root = args.root.resolve()
@@ -144,6 +160,79 @@ def _empty_claimed_redis(url: str) -> None:
         redis.Redis.from_url(url).flushdb()
 
 
+_CALLGRIND_C = r"""
+#include <valgrind/callgrind.h>
+void bp_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void bp_stop(void) { CALLGRIND_DUMP_STATS_AT("measured batches"); CALLGRIND_STOP_INSTRUMENTATION; }
+void bp_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
+"""
+
+
+def _install_dumps(callgrind: Any) -> None:
+    """Wrap each phase so that callgrind dumps its counts (and starts afresh) on the way in and
+    out: each dump holds the instructions since the previous one, labelled ``A -> B``."""
+    import importlib
+
+    last = ["start"]
+
+    def boundary(label: str) -> None:
+        callgrind.bp_dump(f"{last[0]} -> {label}".encode())
+        last[0] = label
+
+    def wrap(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        def dumped(*args: Any, **kwargs: Any) -> Any:
+            boundary(f"in {name}")
+            try:
+                return func(*args, **kwargs)
+            finally:
+                boundary(f"out {name}")
+
+        return dumped
+
+    for module_name, attribute in PHASES + CALLGRIND_PHASES:
+        module = importlib.import_module(module_name)
+        owner: Any = module
+        *path, leaf = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        if owner is None or not hasattr(owner, leaf):
+            continue
+        original = getattr(owner, leaf)
+        wrapped = wrap(attribute, original)
+        setattr(owner, leaf, wrapped)
+        if not path:  # also where the app imported the function by name (runs.api)
+            for other in list(sys.modules.values()):
+                name = getattr(other, "__name__", "")
+                if (
+                    name.startswith(("runs.", "breakers."))
+                    and getattr(other, leaf, None) is original
+                ):
+                    setattr(other, leaf, wrapped)
+
+
+# Outer layers, for --callgrind-phases only (their segments show what lies between the phases).
+CALLGRIND_PHASES = (
+    ("django.test.client", "Client.post"),
+    ("django.core.handlers.base", "BaseHandler._get_response"),
+    ("controlplane.api", "AgentAuth.authenticate"),
+    ("runs.auth", "AgentAuth.authenticate"),
+    ("runs.services", "ingest_batch"),
+)
+
+
+def _callgrind_controls() -> Any:
+    """Callgrind's client requests (valgrind/callgrind.h) as two C functions, through ctypes: they
+    are no-ops outside valgrind."""
+    import ctypes
+    import subprocess
+
+    folder = Path(tempfile.mkdtemp(prefix="bp-callgrind-"))
+    source, library = folder / "toggle.c", folder / "toggle.so"
+    source.write_text(_CALLGRIND_C)
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return ctypes.CDLL(str(library))
+
+
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
     import subprocess
 
@@ -158,7 +247,9 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
     call_command("create_agent_token", "profile", stdout=out)
     token = out.getvalue().strip().splitlines()[-1]
     spent: dict[str, list[float]] = defaultdict(list)
-    _install_timers(spent)
+    callgrind = _callgrind_controls() if args.callgrind else None
+    if callgrind is None:
+        _install_timers(spent)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
     bodies = batches("profile-worker", f"p{secrets.token_hex(3)}", args.batch_size)
 
@@ -172,7 +263,24 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         post(next(bodies))
     spent.clear()
     profiler = cProfile.Profile(time.thread_time) if args.profile else None
-    for _ in range(args.batches):
+    bodies_to_send = [next(bodies) for _ in range(args.batches)] if callgrind else None
+    if callgrind is not None and bodies_to_send is not None:
+        # Start-up's objects (Django, the apps) are frozen out of the cyclic collector, so that
+        # whether a full collection of them falls inside the measured batches does not swing
+        # the count by ~2 batches' worth; the collections of what the batches allocate stay.
+        if args.callgrind_phases:
+            _install_dumps(callgrind)
+        gc.collect()
+        gc.freeze()
+        before = [stats["collections"] for stats in gc.get_stats()]
+        callgrind.bp_start()
+        for body in bodies_to_send:
+            post(body)
+        callgrind.bp_stop()
+        after = [stats["collections"] for stats in gc.get_stats()]
+        print("gc collections in the measured batches (generations 0, 1, 2):",
+              *(b - a for a, b in zip(before, after, strict=True)))  # fmt: skip
+    for _ in range(0 if callgrind else args.batches):
         body = next(bodies)
         started = time.thread_time()
         if profiler is not None:

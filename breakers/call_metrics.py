@@ -9,13 +9,21 @@ once. (A backlog replay after a Redis failure runs in Celery, whose counters are
 
 from __future__ import annotations
 
-from collections import Counter as Tally
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import Counter, Histogram
 
-__all__ = ("CALLS", "INGEST_BATCHES", "INGEST_BATCH_SECONDS", "INGEST_EVENTS", "NOT_PERMITTED")
+__all__ = (
+    "CALLS",
+    "INGEST_BATCHES",
+    "INGEST_BATCH_SECONDS",
+    "INGEST_EVENTS",
+    "NOT_PERMITTED",
+    "count_ingest_batch",
+    "count_ingest_events",
+    "count_tool_calls",
+)
 
 CALLS = Counter(
     "resilience4j_circuitbreaker_calls",
@@ -41,6 +49,15 @@ INGEST_BATCH_SECONDS = Histogram(
 
 _KIND = {"success": "successful", "retryable": "failed", "semantic": "ignored"}
 
+# Labelled children, looked up once each: ``labels()`` checks and joins its arguments on every
+# call, which ingest would pay several times a batch. (A child keeps working across a fork: its
+# value notices the new pid, as in prometheus_client's multiprocess mode.)
+_ACCEPTED = INGEST_EVENTS.labels(result="accepted")
+_DUPLICATE = INGEST_EVENTS.labels(result="duplicate")
+_REJECTED = INGEST_EVENTS.labels(result="rejected")
+_BATCHES: dict[int, Any] = {}
+_CALL_CHILDREN: dict[tuple[str, str], Any] = {}
+
 
 class _Call(Protocol):
     @property
@@ -49,9 +66,34 @@ class _Call(Protocol):
     def outcome(self) -> str: ...
 
 
+def count_ingest_batch(status: int) -> None:
+    child = _BATCHES.get(status)
+    if child is None:
+        child = _BATCHES.setdefault(status, INGEST_BATCHES.labels(status=str(status)))
+    child.inc()
+
+
+def count_ingest_events(*, accepted: int, duplicates: int, rejected: int) -> None:
+    _ACCEPTED.inc(accepted)
+    _DUPLICATE.inc(duplicates)
+    _REJECTED.inc(rejected)
+
+
 def count_tool_calls(calls: Iterable[_Call]) -> None:
-    for (tool, outcome), n in Tally((call.tool, call.outcome) for call in calls).items():
-        if outcome == "blocked":
-            NOT_PERMITTED.labels(name=tool).inc(n)
-        elif kind := _KIND.get(outcome):
-            CALLS.labels(name=tool, kind=kind).inc(n)
+    tally: dict[tuple[str, str], int] = {}
+    for call in calls:
+        key = (call.tool, call.outcome)
+        tally[key] = tally.get(key, 0) + 1
+    for key, n in tally.items():
+        child = _CALL_CHILDREN.get(key)
+        if child is None:
+            child = _CALL_CHILDREN.setdefault(key, _call_child(*key))
+        if child is not None:
+            child.inc(n)
+
+
+def _call_child(tool: str, outcome: str) -> Any:
+    if outcome == "blocked":
+        return NOT_PERMITTED.labels(name=tool)
+    kind = _KIND.get(outcome)
+    return CALLS.labels(name=tool, kind=kind) if kind else None

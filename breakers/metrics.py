@@ -8,7 +8,6 @@ it is right whichever process made the change.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -30,10 +29,12 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from breakers.call_metrics import INGEST_BATCH_SECONDS, INGEST_BATCHES, INGEST_EVENTS
+from breakers.call_metrics import INGEST_BATCH_SECONDS, count_ingest_batch, count_ingest_events
 from breakers.models import Alert, AlertState, FleetTransition, Tool
 from breakers.ops_access import bearer_token_matches, direct_from_networks
+from runs.api import INGEST_RESULT
 from runs.models import BreakerState, Worker
+from runs.services import IngestResult
 
 __all__ = ("DatabaseCollector", "IngestMetricsMiddleware", "metrics")
 
@@ -119,7 +120,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 class IngestMetricsMiddleware:
-    """Times every ingest batch and counts its events by result, from the reply it got."""
+    """Times every ingest batch and counts its events by result, from the result the view left
+    on the request (``runs.api.INGEST_RESULT``: no second parse of the reply)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -130,19 +132,13 @@ class IngestMetricsMiddleware:
         started = time.perf_counter()
         response = self.get_response(request)
         INGEST_BATCH_SECONDS.observe(time.perf_counter() - started)
-        INGEST_BATCHES.labels(status=str(response.status_code)).inc()
+        count_ingest_batch(response.status_code)
         if response.status_code == 200:
-            _count_events(response)
+            result = getattr(request, INGEST_RESULT, None)
+            if isinstance(result, IngestResult):
+                count_ingest_events(
+                    accepted=result.accepted,
+                    duplicates=result.duplicates,
+                    rejected=len(result.rejected),
+                )
         return response
-
-
-def _count_events(response: HttpResponse) -> None:
-    try:
-        reply = json.loads(response.content)
-        accepted, duplicates = int(reply["accepted"]), int(reply["duplicates"])
-        rejected = len(reply["rejected"])
-    except (ValueError, KeyError, TypeError):
-        return  # not an ingest reply: nothing to count
-    INGEST_EVENTS.labels(result="accepted").inc(accepted)
-    INGEST_EVENTS.labels(result="duplicate").inc(duplicates)
-    INGEST_EVENTS.labels(result="rejected").inc(rejected)

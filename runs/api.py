@@ -14,6 +14,8 @@ from runs.services import BatchRefused, IngestConflict, ingest_batch, parse_batc
 router = Router(tags=["ingest"])
 
 CONFLICT_RETRY_AFTER_S = 1
+# The request attribute that holds the ``IngestResult`` of a 200 (read by the metrics middleware).
+INGEST_RESULT = "ingest_result"
 
 
 def _declared_length(request: HttpRequest) -> int:
@@ -63,6 +65,7 @@ def post_events(request: HttpRequest) -> HttpResponse:
             worker_id=batch.worker_id,
             events=batch.events,
             dropped=batch.dropped,
+            may_hold_nulls=batch.may_hold_nulls,
         )
     except BatchRefused as exc:
         return _error(exc.status, exc.detail)
@@ -71,4 +74,6 @@ def post_events(request: HttpRequest) -> HttpResponse:
             "a concurrent batch changed the same run; nothing was written, resend the batch",
             retry_after=CONFLICT_RETRY_AFTER_S,
         )
+    # For the metrics middleware (breakers.metrics), which counts the events by result.
+    setattr(request, INGEST_RESULT, result)
     return JsonResponse(result.as_reply())

@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
 
 import psycopg
 from django.db import IntegrityError, connection, models
 from django.db.models import F
+from pydantic_core import TzInfo
 
 from runs.models import IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall, Worker
 
@@ -76,10 +77,9 @@ def ledger_key(worker_pk: int, event_id: str) -> str:
     return f"{worker_pk}:{event_id}"
 
 
-def _event_ids_of(rows: Sequence[tuple[str]], worker_pk: int) -> set[str]:
-    """The event ids of ledger keys that all belong to ``worker_pk``."""
-    cut = len(ledger_key(worker_pk, ""))
-    return {row[0][cut:] for row in rows}
+# The event id of a ledger row, cut from its key by the database (``RETURNING``), so that the
+# claim does not cut one string per new event in Python.
+_EVENT_ID_OF = "substr(event_id, length(CAST(worker_id AS TEXT)) + 2)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,17 +214,18 @@ class OrmWriter:
             )
             worker_pk = int(cursor.fetchone()[0])
             new_ids: set[str] = set()
+            prefix = ledger_key(worker_pk, "")
             for chunk in _chunks(event_ids, _LEDGER_CHUNK):
                 values = ", ".join(["(%s, %s, %s)"] * len(chunk))
                 params: list[Any] = []
                 for event_id in chunk:
-                    params += (ledger_key(worker_pk, event_id), worker_pk, stamp)
+                    params += (prefix + event_id, worker_pk, stamp)
                 cursor.execute(
                     f"INSERT INTO {_table(IngestedEvent)} (event_id, worker_id, received_at)"
-                    f" VALUES {values} ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
+                    f" VALUES {values} ON CONFLICT (event_id) DO NOTHING RETURNING {_EVENT_ID_OF}",
                     params,
                 )
-                new_ids.update(_event_ids_of(cursor.fetchall(), worker_pk))
+                new_ids.update(row[0] for row in cursor.fetchall())
         rows = Run.objects.filter(worker_id=worker_pk, run_id__in=run_ids).values_list(
             "pk", "run_id", "started_at", "finished_at", *TOTAL_FIELDS
         )
@@ -244,26 +245,37 @@ class OrmWriter:
             )
         # Every run a row may name: the known runs (also those whose totals did not change, as
         # for a batch holding only a removal) and the ones this batch starts.
+        # Agents' times come with any offset pydantic parses (runs.schemas.Timestamp). Django
+        # sends them to PostgreSQL with the offset as is, and offsets beyond 15:59 are refused,
+        # so they go as UTC; SQLite's backend makes every aware time UTC itself.
+        utc = connection.vendor != "sqlite"
         pks = dict(writes.known_run_pks)
-        pks.update(self._create_runs(writes.new_runs, worker_pk=worker_pk))
+        pks.update(self._create_runs(writes.new_runs, worker_pk=worker_pk, utc=utc))
         for update in sorted(writes.run_updates, key=lambda u: u.pk):
-            self._update_run(update)
-        _bulk_create(ToolCall, TOOL_CALL_FIELDS, writes.tool_calls, pks, worker_id=worker_pk)
-        _bulk_create(ModelCall, MODEL_CALL_FIELDS, writes.model_calls, pks)
+            self._update_run(update, utc=utc)
         _bulk_create(
-            ReportedTransition, TRANSITION_FIELDS, writes.transitions, pks, worker_id=worker_pk
+            ToolCall, TOOL_CALL_FIELDS, writes.tool_calls, pks, utc=utc, worker_id=worker_pk
+        )
+        _bulk_create(ModelCall, MODEL_CALL_FIELDS, writes.model_calls, pks, utc=utc)
+        _bulk_create(
+            ReportedTransition,
+            TRANSITION_FIELDS,
+            writes.transitions,
+            pks,
+            utc=utc,
+            worker_id=worker_pk,
         )
 
-    def _create_runs(self, new_runs: list[NewRun], *, worker_pk: int) -> dict[str, int]:
+    def _create_runs(self, new_runs: list[NewRun], *, worker_pk: int, utc: bool) -> dict[str, int]:
         rows = [
             Run(
                 run_id=run.run_id,
                 agent=run.agent,
                 worker_id=worker_pk,
                 step_budget=run.step_budget,
-                started_at=run.started_at.astimezone(UTC),
+                started_at=run.started_at.astimezone(UTC) if utc else run.started_at,
                 **dict(zip(TOTAL_FIELDS, run.totals.as_tuple(), strict=True)),
-                **_finish_fields(run.finish),
+                **_finish_fields(run.finish, utc=utc),
             )
             for run in new_runs
         ]
@@ -273,13 +285,13 @@ class OrmWriter:
             raise WriteConflict("a run in this batch was started by a concurrent batch") from exc
         return {run.run_id: run.pk for run in created}
 
-    def _update_run(self, update: RunUpdate) -> None:
+    def _update_run(self, update: RunUpdate, *, utc: bool) -> None:
         changes: dict[str, Any] = {
             name: F(name) + value
             for name, value in zip(TOTAL_FIELDS, update.totals.as_tuple(), strict=True)
             if value
         }
-        finish = _finish_fields(update.finish)
+        finish = _finish_fields(update.finish, utc=utc)
         if not changes and not finish:
             return
         rows = Run.objects.filter(pk=update.pk)
@@ -294,6 +306,8 @@ def _bulk_create(
     names: tuple[str, ...],
     rows: Sequence[tuple[Any, ...]],
     pks: dict[str, int],
+    *,
+    utc: bool,
     **common: Any,
 ) -> None:
     if not rows:
@@ -302,12 +316,13 @@ def _bulk_create(
     for row in rows:
         values = dict(zip(names, row, strict=True))
         run_key = values.pop("run_key")
-        values["ts"] = values["ts"].astimezone(UTC)  # see _finish_fields
+        if utc:
+            values["ts"] = values["ts"].astimezone(UTC)  # see OrmWriter.write
         objects.append(model(**values, run_id=pks[run_key] if run_key else None, **common))
     model._default_manager.bulk_create(objects)
 
 
-def _finish_fields(finish: Finish | None) -> dict[str, Any]:
+def _finish_fields(finish: Finish | None, *, utc: bool) -> dict[str, Any]:
     if finish is None:
         return {}
     return {
@@ -316,7 +331,7 @@ def _finish_fields(finish: Finish | None) -> dict[str, Any]:
         "steps": finish.steps,
         # Agents' times come with any offset pydantic parses (runs.schemas.Timestamp); on
         # PostgreSQL Django sends the offset as is, and offsets beyond 15:59 are refused.
-        "finished_at": finish.finished_at.astimezone(UTC),
+        "finished_at": finish.finished_at.astimezone(UTC) if utc else finish.finished_at,
         "duration_ms": finish.duration_ms,
     }
 
@@ -338,9 +353,32 @@ def _json(rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps(rows, default=_json_value, ensure_ascii=False, separators=(",", ":"))
 
 
+# PostgreSQL refuses a UTC offset of 16 hours or more (and fractions of a second); Python allows
+# up to 24 hours.
+_PG_OFFSET_LIMIT = timedelta(hours=16)
+# Zones whose offset is the same for every time (what pydantic gives a parsed time).
+_FIXED_OFFSET_ZONES = (TzInfo, timezone)
+# The last fixed-offset zone seen within the limit: a batch's times nearly always share one
+# zone object, so most times are checked by identity, not by asking the zone for its offset.
+_zone_within_limit: list[tzinfo | None] = [None]
+
+
 def _json_value(value: object) -> str:
     if isinstance(value, datetime):
-        # In UTC: an agent's offset may be beyond what PostgreSQL accepts (±15:59).
+        # An agent's offset may be beyond what PostgreSQL accepts: such a time goes as UTC. The
+        # others go as they came (the same instant), without a conversion per row.
+        zone = value.tzinfo
+        if zone is not None and zone is _zone_within_limit[0]:
+            return value.isoformat()
+        offset = value.utcoffset()
+        if (
+            offset is not None
+            and -_PG_OFFSET_LIMIT < offset < _PG_OFFSET_LIMIT
+            and not offset.microseconds  # PostgreSQL takes whole seconds only
+        ):
+            if type(zone) in _FIXED_OFFSET_ZONES:
+                _zone_within_limit[0] = zone
+            return value.isoformat()
         return value.astimezone(UTC).isoformat()
     if isinstance(value, Decimal):
         return str(value)
@@ -385,7 +423,7 @@ _PG_CLAIM = f"""
 INSERT INTO runs_ingestedevent (event_id, worker_id, received_at)
 SELECT w.id::text || ':' || event_id, w.id, %s
 FROM jsonb_array_elements_text(%s::jsonb) AS event_id, {_PG_WORKER_PK} AS w(id)
-ON CONFLICT (event_id) DO NOTHING RETURNING event_id"""
+ON CONFLICT (event_id) DO NOTHING RETURNING {_EVENT_ID_OF}"""
 
 _PG_LOAD_RUNS = f"""
 SELECT id, run_id, started_at, finished_at IS NOT NULL, {", ".join(TOTAL_FIELDS)}
@@ -508,7 +546,7 @@ class PostgresWriter:
             worker_row = worker.fetchone()
             assert worker_row is not None
             worker_pk = int(worker_row[0])
-            new_ids = _event_ids_of(ledger.fetchall(), worker_pk) if event_ids else set()
+            new_ids = {row[0] for row in ledger.fetchall()} if event_ids else set()
             known = runs.fetchall() if run_ids else []
         return Claim(
             worker_pk=worker_pk,

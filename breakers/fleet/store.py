@@ -353,6 +353,7 @@ class FleetStore:
         database = pool.connection_kwargs.get("db", 0) if pool is not None else 0
         self.changes_channel = f"{prefix}:fleet-changed:{database}"
         self._known_tools: list[str] = []
+        self._parsed: dict[str, tuple[tuple[Any, ...], ToolState | None]] = {}
         self._scripts = {
             name: client.register_script(_script_source(name))
             for name in (
@@ -373,8 +374,24 @@ class FleetStore:
         return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
 
     def ping(self) -> None:
-        """Raise ``redis.RedisError`` unless the store answers."""
-        self.client.ping()
+        """Raise ``redis.RedisError`` unless the store answers.
+
+        Ingest asks before every batch with tool calls, so this sends PING on a pooled
+        connection itself, with the client's retry (a connection a restarted Redis closed is
+        dropped and the PING sent once more): the same round trip as ``client.ping()`` at a
+        fraction of redis-py's per-command work (its deprecation checks and telemetry).
+        """
+        pool = getattr(self.client, "connection_pool", None)
+        if pool is None:  # a cluster client has no single pool
+            self.client.ping()
+            return
+        connection = pool.get_connection()
+        try:
+            connection.retry.call_with_retry(
+                lambda: _ping(connection), lambda _error: connection.disconnect()
+            )
+        finally:
+            pool.release(connection)
 
     def announce_change(self) -> None:
         """Tell every server process's long-poll watcher that a tool's state just changed, so
@@ -503,11 +520,19 @@ class FleetStore:
                 pipe.hmget(self.tool_keys(tool)[0], _STATE_FIELDS)
             fetched.update(zip(new, pipe.execute(), strict=True))
         self._known_tools = tools  # replaced, never mutated: other threads read it freely
+        # A tool's fields usually read the same as last time (ingest asks after every batch):
+        # then its parsed state is reused (it is immutable) rather than parsed again.
+        parsed = self._parsed
+        kept: dict[str, tuple[tuple[Any, ...], ToolState | None]] = {}
         states: dict[str, ToolState] = {}
         for tool in tools:
-            state = _state_of(fetched[tool])
+            raw = tuple(fetched[tool])
+            last = parsed.get(tool)
+            state = last[1] if last is not None and last[0] == raw else _state_of(raw)
+            kept[tool] = (raw, state)
             if state is not None:
                 states[tool] = state
+        self._parsed = kept  # replaced, never mutated, like _known_tools
         return (None if generation is None else _text(generation)), states
 
     def live(self, tools: Sequence[str]) -> tuple[str | None, dict[str, LiveTool]]:
@@ -548,12 +573,18 @@ def _transitions(data: Mapping[str, Any]) -> list[TrackedTransition]:
     return [TrackedTransition.from_script(item) for item in data.get("transitions") or []]
 
 
+# Each state enum's members by value: a dict lookup, not the enum's call, per field read.
+_MEMBERS: dict[type, dict[str, Any]] = {
+    kind: {member.value: member for member in kind} for kind in (State, Forced)
+}
+
+
 def _member[E: (State, Forced)](kind: type[E], value: str | None, default: E) -> E:
     """A state field as its enum; a damaged value reads as the default, like ``as_int``."""
-    try:
-        return kind(value) if value else default
-    except ValueError:
+    if not value:
         return default
+    member: E = _MEMBERS[kind].get(value, default)
+    return member
 
 
 def _state_of(values: Sequence[bytes | str | None]) -> ToolState | None:
@@ -566,6 +597,13 @@ def _state_of(values: Sequence[bytes | str | None]) -> ToolState | None:
 
 def _counts(hash_reply: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
     return {_text(k): as_int(v) for k, v in hash_reply.items()}
+
+
+def _ping(connection: Any) -> None:
+    connection.send_command("PING")
+    reply = connection.read_response()  # an error reply (LOADING, NOAUTH...) raises
+    if reply not in (b"PONG", "PONG", True):
+        raise redis.ResponseError(f"unexpected reply to PING: {reply!r}")
 
 
 def _text(value: bytes | str) -> str:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from breakers.fleet.rules import Forced
-from breakers.fleet.store import ToolState
+from breakers.fleet.store import FleetStore, ToolState
 from breakers.models import Tool, default_policy, ms_to_datetime
 from breakers.sdk.core import State
 from breakers.services.maintenance import fleet_rebuild
@@ -59,12 +59,14 @@ def fleet_state() -> FleetView:
     if generation is None:
         fleet_rebuild()
         generation, states = store.snapshot()
-    return fleet_view(generation, states)
+    return fleet_view(generation, states, store=store)
 
 
-def fleet_view(generation: str | None, states: dict[str, ToolState]) -> FleetView:
+def fleet_view(
+    generation: str | None, states: dict[str, ToolState], *, store: FleetStore | None = None
+) -> FleetView:
     """The ``FleetView`` of one ``FleetStore.snapshot()``."""
-    store = fleet_store()
+    store = store or fleet_store()
     tools: dict[str, dict[str, Any]] = {}
     version = 0
     for name, tool in states.items():

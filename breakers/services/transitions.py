@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import redis
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import transaction
 from django.utils import timezone
 
@@ -69,14 +70,34 @@ def _store(url: str, timeout: float, defaults: FleetPolicy, dedupe_ttl_ms: int) 
     return FleetStore(_redis_client(url, timeout), defaults=defaults, dedupe_ttl_ms=dedupe_ttl_ms)
 
 
+_current_store: FleetStore | None = None
+
+
 def fleet_store() -> FleetStore:
-    """The process's store, built from settings (rebuilt if a test overrides them)."""
-    return _store(
-        settings.REDIS_URL,
-        settings.REDIS_SOCKET_TIMEOUT,
-        default_policy(),
-        round(settings.BREAKER_DEDUPE_TTL_SECONDS * 1000),
-    )
+    """The process's store, built from settings (built again after a setting changes).
+
+    Ingest asks for it several times a batch; building ``default_policy()`` and hashing the
+    arguments each time cost more than the rest of a call, so the store is kept until a setting
+    changes (``override_settings`` and the tests' ``settings`` fixture say so).
+    """
+    global _current_store
+    store = _current_store
+    if store is None:
+        store = _current_store = _store(
+            settings.REDIS_URL,
+            settings.REDIS_SOCKET_TIMEOUT,
+            default_policy(),
+            round(settings.BREAKER_DEDUPE_TTL_SECONDS * 1000),
+        )
+    return store
+
+
+def _forget_store(**_kwargs: object) -> None:
+    global _current_store
+    _current_store = None
+
+
+setting_changed.connect(_forget_store, dispatch_uid="breakers.fleet_store")
 
 
 def epoch_ms(now: datetime | None) -> int:

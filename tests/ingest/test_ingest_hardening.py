@@ -6,6 +6,7 @@ Each test runs against both writers (PostgreSQL's fast path and the portable ORM
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pytest_django.fixtures import Settings
 from breakers.models import FleetTransition
 from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
 from runs.schemas import MAX_COUNT
+from runs.services import parse_batch
 from tests.ingest.conftest import PostBatch, event
 
 pytestmark = pytest.mark.django_db
@@ -74,6 +76,29 @@ def test_a_large_utc_offset_is_normalised_not_a_server_error(
     assert ToolCall.objects.get().ts.utcoffset().total_seconds() == 0
 
 
+def test_times_with_mixed_offsets_in_one_batch_keep_their_instants(
+    post_batch: PostBatch, writer: str
+) -> None:
+    # The PostgreSQL writer sends a time as it came when its offset is one PostgreSQL takes
+    # (remembering the last such zone) and as UTC otherwise: every mix must keep the instant.
+    stamps = [
+        "2026-11-29T12:00:01+05:00",
+        "2026-11-29T12:00:02+16:00",
+        "2026-11-29T12:00:03+05:00",
+        "2026-11-29T12:00:04-15:59",
+        "2026-11-29T12:00:05Z",
+        "2026-11-29T12:00:06.250000+15:59",
+    ]
+    events = [event("run.started", ts="2026-11-29T00:00:00Z")]
+    events += [event("tool.call", ts=stamp, step=n) for n, stamp in enumerate(stamps, start=1)]
+
+    body = post_batch({"worker_id": "w-1", "events": events}).json()
+
+    assert (body["accepted"], body["rejected"]) == (7, [])
+    stored = list(ToolCall.objects.order_by("step").values_list("ts", flat=True))
+    assert stored == [datetime.fromisoformat(stamp) for stamp in stamps]
+
+
 def test_run_totals_that_would_overflow_reject_the_event_not_the_batch(
     post_batch: PostBatch, writer: str
 ) -> None:
@@ -128,6 +153,24 @@ def test_null_in_an_optional_field_means_absent(post_batch: PostBatch, writer: s
     assert (body["accepted"], body["rejected"]) == (5, [])
     call = ToolCall.objects.get()
     assert (call.error, call.step, call.attempts) == ("", None, 1)  # attempts: the default
+
+
+def test_null_in_one_event_of_a_batch_is_found_where_the_body_is_only_looked_at_once(
+    post_batch: PostBatch,
+) -> None:
+    # parse_batch looks for "null" in the body once, and the events are only searched for a
+    # null when it is there: a null in the last event counts, and "null" inside a string is no
+    # null (nothing to drop).
+    events = [event("run.started"), event("tool.call", error="null pointer"), event("tool.call")]
+    events[-1]["error"] = None
+    raw = json.dumps({"worker_id": "w", "events": events}).encode()
+    assert parse_batch(raw, max_events=10).may_hold_nulls
+    assert not parse_batch(b'{"worker_id": "w", "events": []}', max_events=10).may_hold_nulls
+
+    body = post_batch({"worker_id": "w-1", "events": events}).json()
+
+    assert (body["accepted"], body["rejected"]) == (3, [])
+    assert sorted(ToolCall.objects.values_list("error", flat=True)) == ["", "null pointer"]
 
 
 def test_null_in_a_required_field_is_rejected_naming_the_field(post_batch: PostBatch) -> None:

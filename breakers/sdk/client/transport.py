@@ -12,6 +12,7 @@ import json
 import logging
 import random
 import socket
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ class Transport:
             raise ValueError(f"url must be http(s)://host[:port], got {url!r}")
         self.timeout = timeout
         self.held: http.client.HTTPConnection | None = None
+        self._cut = False  # closing: no new held request, and the one held is cut
+        self._held_lock = threading.Lock()
         self._scheme = parts.scheme
         self._host = parts.hostname
         self._port = parts.port
@@ -55,9 +58,9 @@ class Transport:
         """One request on a fresh connection; status 0 for a network error. Never raises.
         A request with its own ``timeout`` (the long-poll) can be cut short by ``cut_held()``."""
         connection = self._connection(timeout)
-        if timeout is not None:
-            self.held = connection
         try:
+            if timeout is not None and not self._hold(connection):
+                return 0, {}, None
             connection.request(
                 method,
                 self._base_path + path,
@@ -82,11 +85,26 @@ class Transport:
 
     def cut_held(self) -> None:
         """Wake the thread out of a held request (shutdown interrupts a blocked read on another
-        thread; close alone may not), so closing never waits for the server."""
-        sock = getattr(self.held, "sock", None)
+        thread; close alone may not), and refuse to hold another, so closing never waits for
+        the server."""
+        with self._held_lock:
+            self._cut = True
+            sock = getattr(self.held, "sock", None)
         if sock is not None:
             with contextlib.suppress(OSError):  # already closed: nothing to wake
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def _hold(self, connection: http.client.HTTPConnection) -> bool:
+        # Connect first, then register under the lock: a cut_held() either comes before (this
+        # sees the flag and gives up) or after (it finds the socket to shut down).
+        if self._cut:
+            return False
+        connection.connect()
+        with self._held_lock:
+            if self._cut:
+                return False
+            self.held = connection
+            return True
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
         timeout = self.timeout if timeout is None else timeout

@@ -64,20 +64,30 @@ def _wrap(spent: dict[str, list[float]], name: str, func: Callable[..., Any]) ->
 
 
 def _install_timers(spent: dict[str, list[float]]) -> list[str]:
-    import importlib
 
     found = []
     for module_name, attribute in PHASES:
-        module = importlib.import_module(module_name)
-        owner: Any = module
-        *path, leaf = attribute.split(".")
-        for part in path:
-            owner = getattr(owner, part, None)
-        if owner is None or not hasattr(owner, leaf):
+        target = _resolve(module_name, attribute)
+        if target is None:
             continue
+        owner, leaf = target
         setattr(owner, leaf, _wrap(spent, attribute, getattr(owner, leaf)))
         found.append(attribute)
     return found
+
+
+def _resolve(module_name: str, attribute: str) -> tuple[Any, str] | None:
+    """The object holding a dotted attribute (``Class.method``) of a module and its last name;
+    None where this tree has no such thing (the older trees lack some phases)."""
+    import importlib
+
+    owner: Any = importlib.import_module(module_name)
+    *path, leaf = attribute.split(".")
+    for part in path:
+        owner = getattr(owner, part, None)
+    if owner is None or not hasattr(owner, leaf):
+        return None
+    return owner, leaf
 
 
 def main() -> None:
@@ -171,7 +181,6 @@ void bp_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
 def _install_dumps(callgrind: Any) -> None:
     """Wrap each phase so that callgrind dumps its counts (and starts afresh) on the way in and
     out: each dump holds the instructions since the previous one, labelled ``A -> B``."""
-    import importlib
 
     last = ["start"]
 
@@ -190,17 +199,14 @@ def _install_dumps(callgrind: Any) -> None:
         return dumped
 
     for module_name, attribute in PHASES + CALLGRIND_PHASES:
-        module = importlib.import_module(module_name)
-        owner: Any = module
-        *path, leaf = attribute.split(".")
-        for part in path:
-            owner = getattr(owner, part, None)
-        if owner is None or not hasattr(owner, leaf):
+        target = _resolve(module_name, attribute)
+        if target is None:
             continue
+        owner, leaf = target
         original = getattr(owner, leaf)
         wrapped = wrap(attribute, original)
         setattr(owner, leaf, wrapped)
-        if not path:  # also where the app imported the function by name (runs.api)
+        if "." not in attribute:  # also where the app imported the function by name (runs.api)
             for other in list(sys.modules.values()):
                 name = getattr(other, "__name__", "")
                 if (

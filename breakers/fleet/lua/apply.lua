@@ -1,5 +1,6 @@
 -- Applies accepted tool.call outcomes of one tool, in order, once each.
--- ARGV[7] dedupe TTL (ms); ARGV[8..] quadruplets (event id, worker id, outcome, trial '1'/'0');
+-- ARGV[7] dedupe TTL (ms); ARGV[8] a JSON array of quadruplets, flat (event id, worker id,
+-- outcome, trial true/false);
 -- KEYS[3 + i] the dedupe key of the i-th event (same hash tag).
 -- Returns {"missing": true} when the tool has no state here (new tool, or Redis lost its data):
 -- the caller restores it from the database and calls again, so nothing is re-admitted silently.
@@ -66,9 +67,10 @@ local function agent_trial(event_id, worker, outcome)
   transitions[#transitions + 1] = decide(st, outcome == 'success', 'call', policy, cause)
 end
 
-for i = 0, (#ARGV - 7) / 4 - 1 do
-  local event_id, worker, outcome = ARGV[8 + 4 * i], ARGV[9 + 4 * i], ARGV[10 + 4 * i]
-  local trial = ARGV[11 + 4 * i] == '1'
+local events = cjson.decode(ARGV[8])
+for i = 0, #events / 4 - 1 do
+  local event_id, worker, outcome = events[1 + 4 * i], events[2 + 4 * i], events[3 + 4 * i]
+  local trial = events[4 + 4 * i] == true
   if redis.call('SET', KEYS[4 + i], '1', 'NX', 'PX', ttl) then
     applied = applied + 1
     changed = true

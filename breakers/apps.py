@@ -2,11 +2,6 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
-# Ingest's PING before a batch with tool calls is skipped when the fleet store answered a round
-# trip this recently (seconds): a store that fails in between is caught after the commit and
-# repaired from the backlog (docs/decisions.md).
-INGEST_PING_FRESH_S = 1.0
-
 
 class BreakersConfig(AppConfig):
     name = "breakers"
@@ -26,8 +21,7 @@ class BreakersConfig(AppConfig):
         # Ingest (below the fleet) tells it about accepted tool calls through these.
         register_fleet_hooks(
             FleetHooks(
-                # A store that answered within the last second is not asked again.
-                ready=lambda: fleet_store().ping(unless_answered_within_s=INGEST_PING_FRESH_S),
+                ready=lambda: fleet_store().ping(),
                 record_tool_calls=lambda calls: fleet_record_tool_calls(calls=calls),
                 state=lambda: fleet_state().as_json(),
                 state_from_database=lambda: fleet_state_from_database().as_json(),

@@ -16,7 +16,6 @@ import contextlib
 import json
 import math
 import secrets
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -354,7 +353,6 @@ class FleetStore:
         database = pool.connection_kwargs.get("db", 0) if pool is not None else 0
         self.changes_channel = f"{prefix}:fleet-changed:{database}"
         self._known_tools: list[str] = []
-        self._answered_at = -math.inf  # time.monotonic() of the last round trip that succeeded
         self._parsed: dict[str, tuple[tuple[Any, ...], ToolState | None]] = {}
         self._scripts = {
             name: client.register_script(_script_source(name))
@@ -375,29 +373,25 @@ class FleetStore:
         tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
         return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
 
-    def ping(self, *, unless_answered_within_s: float = 0.0) -> None:
+    def ping(self) -> None:
         """Raise ``redis.RedisError`` unless the store answers.
 
-        Ingest asks before every batch with tool calls, passing ``unless_answered_within_s``:
-        a store that answered a round trip that recently is taken as up without asking again
-        (a failure after the commit is repaired from the backlog, docs/decisions.md). The PING
-        goes on a pooled connection with the client's retry, the same round trip as
-        ``client.ping()`` at a fraction of redis-py's per-command work.
+        Ingest asks before every batch with tool calls, so this sends PING on a pooled
+        connection itself, with the client's retry (a connection a restarted Redis closed is
+        dropped and the PING sent once more): the same round trip as ``client.ping()`` at a
+        fraction of redis-py's per-command work (its deprecation checks and telemetry).
         """
-        if time.monotonic() - self._answered_at < unless_answered_within_s:
-            return
         pool = getattr(self.client, "connection_pool", None)
         if pool is None:  # a cluster client has no single pool
             self.client.ping()
-        else:
-            connection = pool.get_connection()
-            try:
-                connection.retry.call_with_retry(
-                    lambda: _ping(connection), lambda _error: connection.disconnect()
-                )
-            finally:
-                pool.release(connection)
-        self._answered_at = time.monotonic()
+            return
+        connection = pool.get_connection()
+        try:
+            connection.retry.call_with_retry(
+                lambda: _ping(connection), lambda _error: connection.disconnect()
+            )
+        finally:
+            pool.release(connection)
 
     def announce_change(self) -> None:
         """Tell every server process's long-poll watcher that a tool's state just changed, so
@@ -423,7 +417,6 @@ class FleetStore:
         raw = self._scripts[name](
             keys=[*self.tool_keys(tool), *keys], args=[*self._policy_args(now), *args]
         )
-        self._answered_at = time.monotonic()
         data = json.loads(raw)
         if isinstance(data, dict) and data.get("missing"):
             raise Missing(tool)
@@ -522,7 +515,6 @@ class FleetStore:
         for tool in known:
             pipe.hmget(self.tool_keys(tool)[0], _STATE_FIELDS)
         generation, names, *rows = pipe.execute()
-        self._answered_at = time.monotonic()
         tools = sorted(_text(name) for name in names)
         fetched = dict(zip(known, rows, strict=True))
         new = [tool for tool in tools if tool not in fetched]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 import redis
 from django.db import DatabaseError, connection
-from django.http import HttpResponse
 from django.test import Client
 from pytest_django.fixtures import Settings
 
@@ -20,7 +18,6 @@ from runs.models import FleetBacklog, Run, ToolCall
 from runs.services import ingest_batch
 from scripts.testing.processes import free_port
 from tests.fleet.conftest import Report, run_started, tool_call
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -184,64 +181,3 @@ def test_a_fleet_store_failure_after_commit_keeps_the_rows_and_the_tick_catches_
 def _consecutive(tool: str) -> int:
     state = fleet_store().details(tool).state
     return state.consecutive if state is not None else 0
-
-
-@pytest.fixture
-def own_redis(settings: Settings) -> Iterator[subprocess.Popen[bytes]]:
-    """A Redis server of this test's own, which the test may stop; the fleet store uses it."""
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: _pings(port), "the test's Redis to start")
-        settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
-        yield server
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-def _pings(port: int) -> bool:
-    try:
-        return bool(redis.Redis(port=port, socket_timeout=0.5).ping())
-    except redis.ConnectionError:
-        return False
-
-
-def test_redis_stopping_between_batches_is_repaired_then_refused(
-    client: Client,
-    agent_token: str,
-    own_redis: subprocess.Popen[bytes],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Ingest PINGs the store only when it has not answered within INGEST_PING_FRESH_S: a batch
-    # that comes just after Redis stopped commits, and its calls wait in the backlog (the same
-    # repair as any failure after the commit); once the window is over, batches get a 503.
-    def post(run_id: str) -> HttpResponse:
-        events = [run_started(run_id), tool_call(run_id, "web_search", "retryable")]
-        return client.post(
-            "/api/v1/events",
-            {"worker_id": "w1", "events": events},
-            content_type="application/json",
-            headers={"Authorization": f"Bearer {agent_token}"},
-        )
-
-    assert post("r-before").status_code == 200
-    assert not FleetBacklog.objects.exists()
-    own_redis.terminate()
-    own_redis.wait(10)
-
-    monkeypatch.setattr("breakers.apps.INGEST_PING_FRESH_S", 60.0)
-    response = post("r-gap")
-    assert response.status_code == 200
-    assert response.json()["accepted"] == 2
-    assert ToolCall.objects.filter(run__run_id="r-gap").count() == 1
-    assert FleetBacklog.objects.count() == 1
-
-    monkeypatch.setattr("breakers.apps.INGEST_PING_FRESH_S", 0.0)
-    response = post("r-after")
-    assert response.status_code == 503
-    assert not Run.objects.filter(run_id="r-after").exists()

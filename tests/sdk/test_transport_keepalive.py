@@ -6,7 +6,9 @@ Real HTTP/1.1 servers on free local ports (the http.server module), counting con
 from __future__ import annotations
 
 import socket
+import statistics
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -184,6 +186,24 @@ def test_consecutive_batches_of_a_plane_reuse_one_connection(
     # One for the batches, one for the fleet's first poll (a poll has a connection of its own).
     assert server.connections == 2
     wait_for(lambda: server.open == 0, "close() to close the kept connection")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="TCP_QUICKACK is Linux's")
+def test_a_server_without_nodelay_does_not_wait_for_a_delayed_ack(
+    servers: Callable[..., KeepAliveServer],
+) -> None:
+    # http.server, like Django's runserver, sends the headers and the body apart without
+    # TCP_NODELAY: the body waits for the ACK of the headers, which Linux delays 40 ms on a
+    # kept connection unless the client asks for a quick one.
+    server = servers()
+    transport = Transport(server.url, token="t", timeout=2)
+    took = []
+    for _ in range(15):
+        started = time.perf_counter()
+        assert post(transport) == 200
+        took.append(time.perf_counter() - started)
+    assert server.connections == 1
+    assert statistics.median(took) < 0.025  # 40 ms and more without the quick ACK
 
 
 # -- a kept connection the server closed --------------------------------------------------------

@@ -161,6 +161,7 @@ class ControlPlane:
         self.transport.cut_held()  # the long-poll, so that closing never waits for the server
         for thread in self.threads():
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.transport.close()  # the kept-alive connections (local: never waits for the server)
         if not flushed:
             logger.warning("closed with %d events not delivered", self.pending())
         return flushed

@@ -1,5 +1,6 @@
-"""HTTP to the control plane: one request on a fresh connection that never raises, and the
-backoff between tries (exponential with jitter, or the server's ``Retry-After``).
+"""HTTP to the control plane: requests that never raise, each sending thread on its own kept-alive
+connection (the long-poll on a fresh one), and the backoff between tries (exponential with
+jitter, or the server's ``Retry-After``).
 
 Only the standard library is used, so an agent process needs nothing beyond ``breakers.sdk``.
 """
@@ -12,6 +13,7 @@ import json
 import logging
 import random
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,12 +22,22 @@ from urllib.parse import urlsplit
 
 logger = logging.getLogger("breakers.sdk.client")
 
+# How sending on a kept connection the server closed while it was idle fails (RemoteDisconnected,
+# no status line, is a ConnectionResetError; a TLS write may fail with SSLEOFError instead).
+_CLOSED_WHILE_IDLE = (
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+)
+
 
 class Transport:
     """Requests to one control plane (``http(s)://host[:port][/path]``) with its agent token.
 
-    A request with its own ``timeout`` (the fleet long-poll) is ``held`` while it waits, so that
-    ``cut_held()`` can end it from another thread.
+    A request with its own ``timeout`` (the fleet long-poll) goes on a fresh connection and is
+    ``held`` while it waits, so that ``cut_held()`` can end it from another thread. Any other
+    request reuses the connection its thread kept alive, until ``close()``.
     """
 
     def __init__(self, url: str, *, token: str, timeout: float) -> None:
@@ -36,6 +48,9 @@ class Transport:
         self.held: http.client.HTTPConnection | None = None
         self._cut = False  # closing: no new held request, and the one held is cut
         self._held_lock = threading.Lock()
+        self._kept: dict[int, http.client.HTTPConnection] = {}  # idle, by thread id
+        self._kept_lock = threading.Lock()
+        self._closed = False  # close(): keep no connection alive any more
         self._scheme = parts.scheme
         self._host = parts.hostname
         self._port = parts.port
@@ -55,33 +70,72 @@ class Transport:
         *,
         timeout: float | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        """One request on a fresh connection; status 0 for a network error. Never raises.
-        A request with its own ``timeout`` (the long-poll) can be cut short by ``cut_held()``."""
+        """One request; status 0 for a network error. Never raises. A request with its own
+        ``timeout`` (the long-poll) goes on a fresh connection that ``cut_held()`` can cut
+        short; any other on this thread's kept-alive connection."""
+        headers = {**self._headers, **(extra_headers or {})}
+        if timeout is not None:
+            return self._held_request(method, path, body, headers, timeout)
+        with self._kept_lock:
+            kept = self._kept.pop(threading.get_ident(), None)
+        connection = self._connection(None) if kept is None else kept
+        try:
+            try:
+                response = _send(connection, method, self._base_path + path, body, headers)
+            except _CLOSED_WHILE_IDLE as exc:
+                if kept is None:
+                    raise
+                # The server closed the kept connection while it was idle, and no status line
+                # came: send once more on a fresh one. Safe even if the server did get it: ingest
+                # is idempotent by event id, and a worker asking again for the trial lease it
+                # holds gets it again.
+                logger.debug("%s %s: kept connection closed (%s); sending again", method, path, exc)
+                connection.close()
+                connection = self._connection(None)
+                response = _send(connection, method, self._base_path + path, body, headers)
+            raw = response.read()  # all of it: the connection is reused only once it is read
+        except (OSError, http.client.HTTPException) as exc:
+            logger.debug("%s %s failed: %s", method, path, exc)
+            connection.close()
+            return 0, {}, None
+        if response.will_close:  # Connection: close, or an HTTP/1.0 server
+            connection.close()
+        else:
+            self._keep(connection)
+        return _answer(response, raw)
+
+    def close(self) -> None:
+        """Close the kept-alive connections and keep none from now on (requests still go, each
+        on a fresh connection). One in use is closed by its thread when its request ends."""
+        with self._kept_lock:
+            self._closed = True
+            idle, self._kept = list(self._kept.values()), {}
+        for connection in idle:
+            connection.close()
+
+    def _keep(self, connection: http.client.HTTPConnection) -> None:
+        with self._kept_lock:
+            if not self._closed:
+                self._kept[threading.get_ident()] = connection
+                return
+        connection.close()
+
+    def _held_request(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str], timeout: float
+    ) -> tuple[int, dict[str, str], Any]:
         connection = self._connection(timeout)
         try:
-            if timeout is not None and not self._hold(connection):
+            if not self._hold(connection):
                 return 0, {}, None
-            connection.request(
-                method,
-                self._base_path + path,
-                body=body,
-                headers={**self._headers, **(extra_headers or {})},
-            )
-            response = connection.getresponse()
+            response = _send(connection, method, self._base_path + path, body, headers)
             raw = response.read()
-            headers = {key.lower(): value for key, value in response.getheaders()}
         except (OSError, http.client.HTTPException) as exc:
             logger.debug("%s %s failed: %s", method, path, exc)
             return 0, {}, None
         finally:
-            if timeout is not None:
-                self.held = None
+            self.held = None
             connection.close()
-        try:
-            reply = json.loads(raw) if raw else None
-        except ValueError:
-            reply = None
-        return response.status, headers, reply
+        return _answer(response, raw)
 
     def cut_held(self) -> None:
         """Wake the thread out of a held request (shutdown interrupts a blocked read on another
@@ -111,6 +165,31 @@ class Transport:
         if self._scheme == "https":
             return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+
+def _send(
+    connection: http.client.HTTPConnection,
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: Mapping[str, str],
+) -> http.client.HTTPResponse:
+    """Send the request and read the status line and headers (not the body)."""
+    connection.request(method, url, body=body, headers=dict(headers))
+    # A server that writes headers and body apart without TCP_NODELAY (Django's runserver) holds
+    # the body until it sees our ACK, which Linux delays 40 ms on a kept connection: ACK at once.
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or no socket
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+    return connection.getresponse()
+
+
+def _answer(response: http.client.HTTPResponse, raw: bytes) -> tuple[int, dict[str, str], Any]:
+    headers = {key.lower(): value for key, value in response.getheaders()}
+    try:
+        reply = json.loads(raw) if raw else None
+    except ValueError:
+        reply = None
+    return response.status, headers, reply
 
 
 @dataclass(frozen=True)

@@ -250,10 +250,15 @@ class ReplayClock:
 
     @classmethod
     def of(cls, replay: OutageReplay) -> ReplayClock:
-        """The replay's clock; entries of ``pauses`` that are not (start, end) pairs of finite
-        numbers are ignored, and overlapping ones merged."""
+        return cls.from_record(speed=replay.speed, pauses=replay.pauses)
+
+    @classmethod
+    def from_record(cls, *, speed: float | None, pauses: object) -> ReplayClock:
+        """The clock of a replay's ``speed`` and ``pauses`` as stored: a corrupt speed counts as
+        1, entries of ``pauses`` that are not (start, end) pairs of finite numbers are ignored,
+        and overlapping ones merged."""
         spans: list[list[float]] = []
-        for item in sorted(_spans(replay.pauses)):
+        for item in sorted(_spans(pauses)):
             if spans and item[0] <= spans[-1][1]:
                 spans[-1][1] = max(spans[-1][1], item[1])
             else:
@@ -263,7 +268,7 @@ class ReplayClock:
             before.append(total)
             total += end - start
         return cls(
-            speed=replay_speed(replay),
+            speed=speed if speed and math.isfinite(speed) and speed > 0 else 1.0,
             starts=tuple(start for start, _ in spans),
             ends=tuple(end for _, end in spans),
             before=tuple(before),

@@ -244,7 +244,11 @@ def _replay_one(
     # than planned: the pages classify runs by these.
     row.outage_started_at = result.wall_times.get("outage_start", row.outage_started_at)
     row.outage_ended_at = result.wall_times.get("outage_end", row.outage_ended_at)
-    row.save(update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at"])
+    # The pages take these out of the runs' durations, as the table's clock did.
+    row.pauses = [[round(a, 6), round(b, 6)] for a, b in result.paused_spans]
+    row.save(
+        update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at", "pauses"]
+    )
     return summary
 
 

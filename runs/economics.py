@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -151,10 +152,14 @@ class Period(NamedTuple):
 
 
 def period_stats(
-    runs: QuerySet[Run], periods: Sequence[Period]
+    runs: QuerySet[Run], periods: Sequence[Period], *, replays: Sequence[OutageReplay] = ()
 ) -> tuple[dict[str, PeriodStats], dict[str, int]]:
     """One aggregate query: per period, the finished runs' count, mean duration and mean spend,
-    and how many runs have not finished (no duration yet, so they are not drawn)."""
+    and how many runs have not finished (no duration yet, so they are not drawn).
+
+    The durations of ``replays``' runs are measured on their replay's clock (``ReplayClock``):
+    for each replay whose clock paused, one more query reads its runs that overlap the pauses
+    and takes each one's share of them out of its period's mean."""
     finished = Q(duration_ms__isnull=False)
     aggregates: dict[str, Any] = {}
     for i, period in enumerate(periods):
@@ -163,17 +168,47 @@ def period_stats(
         aggregates[f"s{i}"] = Avg("model_spend_usd", filter=finished & period.condition)
         aggregates[f"u{i}"] = Count("pk", filter=~finished & period.condition)
     row = runs.aggregate(**aggregates) if aggregates else {}
+    paused_ms = _paused_ms(runs, periods, replays) if periods else {}
     stats: dict[str, PeriodStats] = {}
     unfinished: dict[str, int] = {}
     for i, period in enumerate(periods):
-        duration, spend = row[f"d{i}"], row[f"s{i}"]
+        count, duration, spend = row[f"n{i}"], row[f"d{i}"], row[f"s{i}"]
+        if duration is not None and count:
+            duration = max(0.0, float(duration) - paused_ms.get(period.key, 0.0) / count)
         stats[period.key] = PeriodStats(
-            runs=row[f"n{i}"],
+            runs=count,
             mean_duration_s=None if duration is None else float(duration) * period.seconds_per_ms,
             mean_spend_usd=None if spend is None else float(spend),
         )
         unfinished[period.key] = row[f"u{i}"]
     return stats, unfinished
+
+
+def _paused_ms(
+    runs: QuerySet[Run], periods: Sequence[Period], replays: Sequence[OutageReplay]
+) -> dict[str, float]:
+    """Per period key, the real milliseconds of the replays' pauses inside their finished runs."""
+    which = Case(
+        *[When(period.condition, then=Value(period.key)) for period in periods],
+        default=Value(""),
+        output_field=CharField(),
+    )
+    paused: dict[str, float] = {}
+    for replay in replays:
+        clock = ReplayClock.of(replay)
+        if not clock.paused:
+            continue
+        overlapping = runs.filter(
+            worker__worker_id__startswith=replay.worker_prefix,
+            duration_ms__isnull=False,
+            started_at__lt=datetime.fromtimestamp(clock.ends[-1], UTC),
+            finished_at__gt=datetime.fromtimestamp(clock.starts[0], UTC),
+        )
+        rows = overlapping.annotate(period=which).values_list("period", "started_at", "duration_ms")
+        for key, started, ms in rows:
+            if key and ms is not None:
+                paused[key] = paused.get(key, 0.0) + clock.paused_s(started, ms) * 1000
+    return paused
 
 
 def usd(value: Decimal | float | None) -> float:
@@ -200,6 +235,74 @@ def replay_speed(replay: OutageReplay) -> float:
     """Real seconds times speed = the story's seconds (a corrupt speed counts as 1)."""
     speed = replay.speed
     return speed if speed and math.isfinite(speed) and speed > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class ReplayClock:
+    """A replay's own clock, to measure its runs by: real seconds x speed, less the time it
+    stood still (``OutageReplay.pauses``) while the control plane caught up. The runs'
+    timestamps are wall times and include the pauses; the command's table does not."""
+
+    speed: float
+    starts: tuple[float, ...] = ()  # each pause's start and end, Unix seconds, in order
+    ends: tuple[float, ...] = ()
+    before: tuple[float, ...] = ()  # seconds paused before each pause began
+
+    @classmethod
+    def of(cls, replay: OutageReplay) -> ReplayClock:
+        return cls.from_record(speed=replay.speed, pauses=replay.pauses)
+
+    @classmethod
+    def from_record(cls, *, speed: float | None, pauses: object) -> ReplayClock:
+        """The clock of a replay's ``speed`` and ``pauses`` as stored: a corrupt speed counts as
+        1, entries of ``pauses`` that are not (start, end) pairs of finite numbers are ignored,
+        and overlapping ones merged."""
+        spans: list[list[float]] = []
+        for item in sorted(_spans(pauses)):
+            if spans and item[0] <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], item[1])
+            else:
+                spans.append(list(item))
+        before, total = [], 0.0
+        for start, end in spans:
+            before.append(total)
+            total += end - start
+        return cls(
+            speed=speed if speed and math.isfinite(speed) and speed > 0 else 1.0,
+            starts=tuple(start for start, _ in spans),
+            ends=tuple(end for _, end in spans),
+            before=tuple(before),
+        )
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.starts)
+
+    def _paused_until(self, at: float) -> float:
+        i = bisect_right(self.starts, at) - 1
+        return 0.0 if i < 0 else self.before[i] + min(at, self.ends[i]) - self.starts[i]
+
+    def paused_s(self, started_at: datetime, duration_ms: int | float) -> float:
+        """Real seconds this clock stood still during a run."""
+        start = started_at.timestamp()
+        return self._paused_until(start + duration_ms / 1000) - self._paused_until(start)
+
+    def run_seconds(self, started_at: datetime, duration_ms: int | float) -> float:
+        """A run's duration in the story's seconds, as the command's table measures it."""
+        real_s = duration_ms / 1000 - self.paused_s(started_at, duration_ms)
+        return max(0.0, real_s) * self.speed
+
+
+def _spans(pauses: object) -> Iterator[tuple[float, float]]:
+    for item in pauses if isinstance(pauses, list) else []:
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            continue
+        try:
+            start, end = (float(value) for value in item)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(start) and math.isfinite(end) and start < end:
+            yield start, end
 
 
 @dataclass(frozen=True)

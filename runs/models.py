@@ -311,7 +311,9 @@ class OutageReplay(models.Model):
 
     Its runs are ordinary runs sent through the real ingest by workers whose ids start with
     ``worker_prefix``; times are real (compressed) times, ``speed`` converts them back to the
-    story's. ``summary`` holds the figures the command printed, in simulated seconds.
+    story's. ``summary`` holds the figures the command printed, in simulated seconds. ``pauses``
+    lists when the replay's clock stood still, as ``[start, end]`` Unix seconds (wall clock):
+    the runs' timestamps include that time, the story's clock does not.
     """
 
     mode = models.CharField(max_length=20)
@@ -323,6 +325,7 @@ class OutageReplay(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     scenario = models.JSONField(default=dict)
     summary = models.JSONField(default=dict)
+    pauses = models.JSONField(default=list, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["-started_at"], name="replay_started_idx")]

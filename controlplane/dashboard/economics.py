@@ -33,6 +33,7 @@ from runs.economics import (
     Period,
     PeriodStats,
     ReplayBatch,
+    ReplayClock,
     classified_runs,
     compare,
     minutes_since,
@@ -145,14 +146,26 @@ def incident_charts(
     # Baseline: runs over before the incident opened. A run that started before but was still
     # going met the incident, as the table's and the Outages page's figures count it.
     before = Q(finished_at__lt=opened)
+    # A replay's runs in real seconds, less the time its clock stood still (ReplayClock).
+    replay = window.replay if window is not None else None
+    clock = ReplayClock.of(replay) if replay is not None else None
     stats, unfinished = period_stats(
-        runs, [Period("baseline", before, 0.001), Period("during", ~before, 0.001)]
+        runs,
+        [Period("baseline", before, 0.001), Period("during", ~before, 0.001)],
+        replays=[replay] if replay is not None else [],
     )
     baseline, during = stats["baseline"], stats["during"]
-    sample = sample_runs(runs, tool=tool, total=baseline.runs + during.runs, cap=cap)
+    sample = sample_runs(
+        runs, tool=tool, total=baseline.runs + during.runs, cap=cap, fields=("worker__worker_id",)
+    )
     points = [
-        RunPoint(x=started, duration_s=ms / 1000, spend_usd=usd(spend), met=met)
-        for started, ms, spend, met in sample.rows
+        RunPoint(
+            x=started,
+            duration_s=_real_s(replay, clock, started, ms, worker),
+            spend_usd=usd(spend),
+            met=met,
+        )
+        for started, ms, spend, met, worker in sample.rows
     ]
     before_length = max(opened - start, timedelta(seconds=1))
     span = _length_text(before_length)
@@ -199,6 +212,15 @@ def incident_charts(
         baseline_start=start,
         end=end,
     )
+
+
+def _real_s(
+    replay: OutageReplay | None, clock: ReplayClock | None, started: datetime, ms: int, worker: str
+) -> float:
+    """A run's real duration; a replay's own runs' without the time its clock stood still."""
+    if replay is None or clock is None or not worker.startswith(replay.worker_prefix):
+        return ms / 1000
+    return ms / 1000 - clock.paused_s(started, ms)
 
 
 def _length_text(length: timedelta) -> str:
@@ -305,7 +327,7 @@ def outage_comparison(
         prefixes |= Q(worker_id__startswith=replay.worker_prefix)
     runs = Run.objects.filter(worker__in=Worker.objects.filter(prefixes).values("pk"))
     periods = [period for replay in replays for period in replay_periods(replay)]
-    flat, unfinished = period_stats(runs, periods)
+    flat, unfinished = period_stats(runs, periods, replays=replays)
     stats = {
         replay.pk: {name: flat[f"{replay.pk}:{name}"] for name in ("baseline", "outage", "after")}
         for replay in replays
@@ -320,6 +342,7 @@ def outage_comparison(
     total = sum(s.runs for per_replay in stats.values() for s in per_replay.values())
     sample = sample_runs(runs, tool=tool, total=total, cap=cap, fields=("replay",), replay=which)
     by_pk = {replay.pk: replay for replay in replays}
+    clocks = {replay.pk: ReplayClock.of(replay) for replay in replays}
     points: dict[int, list[RunPoint]] = {replay.pk: [] for replay in replays}
     for started, ms, spend, met, replay_pk in sample.rows:
         owner = by_pk.get(replay_pk)
@@ -328,7 +351,7 @@ def outage_comparison(
         points[owner.pk].append(
             RunPoint(
                 x=minutes_since(owner, started),
-                duration_s=ms / 1000 * replay_speed(owner),
+                duration_s=clocks[owner.pk].run_seconds(started, ms),
                 spend_usd=usd(spend),
                 met=met,
                 group=mode_label(owner.mode),

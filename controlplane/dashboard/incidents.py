@@ -181,6 +181,7 @@ class ReplayWindow:
 
     not_before: datetime
     not_after: datetime | None
+    replay: OutageReplay | None = None  # its runs are measured on its clock (pauses taken out)
 
 
 def replay_of(incident: Incident) -> OutageReplay | None:
@@ -205,7 +206,7 @@ def _batch_key(replay: OutageReplay) -> int:
 def replay_window(replay: OutageReplay | None) -> ReplayWindow | None:
     if replay is None:
         return None
-    return ReplayWindow(not_before=replay.started_at, not_after=replay.finished_at)
+    return ReplayWindow(not_before=replay.started_at, not_after=replay.finished_at, replay=replay)
 
 
 def measured_windows(

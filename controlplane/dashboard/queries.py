@@ -87,12 +87,13 @@ def filtered_runs(*, filters: RunFilters) -> QuerySet[Run]:
 
 
 def with_replay(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Each run with the outage replay that played it, or None: ``replay_pk``, ``replay_speed``.
+    """Each run with the outage replay that played it, or None: ``replay_pk``, ``replay_speed``,
+    ``replay_pauses`` (when its clock stood still: a page measures the run on that clock).
 
     A replay's runs come from workers named with its prefix (the longest matching prefix wins, as
     on the outages page). Such a run's timestamps are real, compressed by the replay's speed, while
     its steps report the story's (simulated) durations: a page showing both must convert one.
-    Two correlated lookups per shown run in the small replay table.
+    Three correlated lookups per shown run in the small replay table.
     """
     worker_name = ExpressionWrapper(OuterRef("worker__worker_id"), output_field=CharField())
     owner = OutageReplay.objects.filter(StartsWith(worker_name, F("worker_prefix"))).order_by(
@@ -101,6 +102,7 @@ def with_replay(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.annotate(
         replay_pk=Subquery(owner.values("pk")[:1]),
         replay_speed=Subquery(owner.values("speed")[:1]),
+        replay_pauses=Subquery(owner.values("pauses")[:1]),
     )
 
 

@@ -116,6 +116,8 @@ class ModeResult:
     paused_s: float = 0.0  # real seconds the clock waited for the control plane to catch up
     pauses: int = 0
     wall_times: dict[str, datetime] = field(default_factory=dict)  # outage_start, outage_end
+    # When the clock stood still, (from, to) in Unix seconds: the runs' timestamps include it.
+    paused_spans: list[tuple[float, float]] = field(default_factory=list)
 
     def in_window(self, scenario: Scenario) -> list[RunRecord]:
         return [
@@ -415,6 +417,7 @@ def replay_mode(
             thread.join()
     result.paused_s = clock.paused_s
     result.pauses = governor.pauses
+    result.paused_spans = [(_wall(clock, a), _wall(clock, b)) for a, b in clock._pauses]
     for plane in planes:
         plane.close(timeout=30.0)
         result.events_dropped += plane.stats.dropped
@@ -422,6 +425,10 @@ def replay_mode(
         result.recovery_lag_s = max(0.0, recovery.first_working_s - scenario.outage_end_s)
     result.runs.sort(key=lambda r: r.started_s)
     return result
+
+
+def _wall(clock: _SimClock, monotonic_s: float) -> float:
+    return clock.wall_origin + (monotonic_s - clock.origin)
 
 
 def _play_run(

@@ -264,6 +264,20 @@ def test_a_replay_runs_duration_is_in_the_same_time_as_its_steps(viewer_client: 
     assert '4.2 s <span class="muted">sim.</span>' in listed
 
 
+def test_a_replay_runs_duration_leaves_out_the_time_its_clock_stood_still(
+    viewer_client: Client,
+) -> None:
+    # 100 ms of the run's 210 ms the replay's clock waited for the control plane: 110 ms x 20.
+    run = make_replay_run(prefix="research-replay-2-fleet-", speed=20.0,
+                          worker_id="research-replay-2-fleet-worker-1")  # fmt: skip
+    paused = T0.timestamp() + 0.05
+    OutageReplay.objects.update(pauses=[[paused, paused + 0.1], [paused + 5, paused + 6]])
+    html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
+    assert run_duration(html) == "2.2 s simulated (210 ms real)"
+    listed = viewer_client.get("/runs/").content.decode()
+    assert '2.2 s <span class="muted">sim.</span>' in listed
+
+
 def test_an_ordinary_runs_durations_are_labelled_as_what_they_measure(
     viewer_client: Client, outage_run: Run
 ) -> None:

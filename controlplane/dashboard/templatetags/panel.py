@@ -8,7 +8,6 @@ Badges always carry a text label and a glyph, never colour alone.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,6 +17,9 @@ from django import template
 from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+
+from runs.economics import ReplayClock
+from runs.models import Run
 
 register = template.Library()
 
@@ -154,14 +156,16 @@ def duration_ms(value: int | None) -> str:
 
 
 @register.filter
-def simulated_ms(value: int | None, speed: float | None) -> int | None:
-    """A replay run's real milliseconds in the story's (simulated) time: real x speed.
-
-    A missing or corrupt speed counts as 1, as on the outages page."""
-    if value is None:
+def replay_duration_ms(run: Run) -> int | None:
+    """A replay run's start-to-finish in the story's (simulated) time, on its replay's clock:
+    real x speed, less the time the clock stood still (``with_replay`` annotates the replay's
+    speed and pauses). A missing or corrupt speed counts as 1, as on the outages page."""
+    if run.duration_ms is None:
         return None
-    factor = speed if speed and math.isfinite(speed) and speed > 0 else 1.0
-    return round(int(value) * factor)
+    clock = ReplayClock.from_record(
+        speed=getattr(run, "replay_speed", None), pauses=getattr(run, "replay_pauses", None)
+    )
+    return round(clock.run_seconds(run.started_at, run.duration_ms) * 1000)
 
 
 @register.filter

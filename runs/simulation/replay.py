@@ -291,13 +291,18 @@ class _SimClock:
             elif at < self._floor:
                 self._floor = at
         while (left := sim_at - self.now()) > 0:
-            if len(self._holders) > (RUNS in self._holders):  # stopped, and not only for runs
+            if self._stopped_for_more_than_runs():
                 with self._resumed:
-                    self._resumed.wait_for(lambda: self._paused_at is None, timeout=1.0)
+                    self._resumed.wait_for(
+                        lambda: not self._stopped_for_more_than_runs(), timeout=1.0
+                    )
             else:
                 # Held for runs, it runs again within milliseconds: a nap, not a wake-up of
                 # every waiting thread at each release.
                 time.sleep(max(left / self.speed, _MIN_NAP_S))
+
+    def _stopped_for_more_than_runs(self) -> bool:
+        return len(self._holders) > (RUNS in self._holders)
 
     def leave(self) -> None:
         """This thread sleeps on the clock no more (its run ended): the clock stops waiting
@@ -335,6 +340,7 @@ class _SimClock:
                 start = self._pauses.pop()[0]
             self._pauses.append((start, now))
             self._state = (None, paused_s + now - paused_at)
+        if reason != RUNS:  # threads wait on the condition only for the other holds
             self._resumed.notify_all()
 
 

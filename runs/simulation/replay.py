@@ -459,6 +459,10 @@ def replay_mode(
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done."""
     clock = _SimClock(speed)
+    # The in-process breakers' cooldowns run on the replay's clock (in real-time units), so
+    # they stop while it waits for runs; the fleet's trial leases are the server's real time.
+    on_replay_clock = "fleet" not in SCOPES_BY_MODE[mode]
+    breaker_clock = (lambda: clock.now() / speed) if on_replay_clock else time.monotonic
     planes = [
         ControlPlane(
             url,
@@ -479,6 +483,7 @@ def replay_mode(
             # The sender's backoff after a refused or failed batch is simulated time too.
             backoff_base=0.5 / speed,
             backoff_max=max(0.05, 30.0 / speed),
+            clock=breaker_clock,
         )
         for i in range(scenario.workers)
     ]

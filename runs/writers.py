@@ -392,8 +392,8 @@ _TOTAL_COLUMNS: Columns = (
     ("finished_at", "timestamptz"), ("duration_ms", "int8"),
 )  # fmt: skip
 _NEW_RUN_COLUMNS: Columns = (
-    ("run_id", "text"), ("agent", "text"), ("step_budget", "int8"), ("started_at", "timestamptz"),
-    *_TOTAL_COLUMNS,
+    ("id", "int8"), ("run_id", "text"), ("agent", "text"), ("step_budget", "int8"),
+    ("started_at", "timestamptz"), *_TOTAL_COLUMNS,
 )  # fmt: skip
 _RUN_UPDATE_COLUMNS: Columns = (("id", "int8"), *_TOTAL_COLUMNS)
 _TOOL_CALL_COLUMNS: Columns = (
@@ -434,10 +434,10 @@ _PG_RELEASE = "DELETE FROM runs_ingestedevent WHERE event_id = ANY(%s::text[])"
 _PG_ADD_DROPPED = "UPDATE runs_worker SET dropped_events = dropped_events + %s WHERE id = %s"
 
 _PG_INSERT_RUNS = f"""
-INSERT INTO runs_run (run_id, agent, worker_id, step_budget, started_at, model_calls,
+INSERT INTO runs_run (id, run_id, agent, worker_id, step_budget, started_at, model_calls,
     model_spend_usd, input_tokens, output_tokens, tool_calls, tool_attempts, tool_failures,
     status, degraded, steps, finished_at, duration_ms)
-SELECT u.run_id, u.agent, %s, u.step_budget, u.started_at, u.model_calls, u.model_spend_usd,
+SELECT u.id, u.run_id, u.agent, %s, u.step_budget, u.started_at, u.model_calls, u.model_spend_usd,
     u.input_tokens, u.output_tokens, u.tool_calls, u.tool_attempts, u.tool_failures,
     coalesce(u.status, 'running'), coalesce(u.degraded, false), u.steps, u.finished_at,
     u.duration_ms
@@ -463,10 +463,17 @@ UPDATE runs_run AS r SET
 FROM {_rows_from("%s", _RUN_UPDATE_COLUMNS)}
 WHERE r.id = u.id AND (u.finished_at IS NULL OR r.finished_at IS NULL)"""
 
-# Children find their run by run_id, one index lookup each (a join would be planned for the
-# function scan's default estimate of 100 rows and could scan the whole runs table). A run that
-# is not there gives NULL, which the NOT NULL run column refuses: the batch is rolled back.
-_RUN_PK = "(SELECT id FROM runs_run WHERE worker_id = %(worker)s AND run_id = u.run_key)"
+# Children take their run's id from the batch's {run_id: id} (known runs from the claim, new ones
+# from ids the claim reserved), not from a lookup: without statistics (a fresh database) the
+# planner looked runs up through (worker, started_at) and read every run of the worker for each
+# row. A run that is not there gives NULL, which the NOT NULL run column refuses: the batch is
+# rolled back.
+_RUN_PK = "(%(pks)s::jsonb ->> u.run_key)::int8"
+
+# Ids for the runs a batch may start, reserved in the claim's round trip (unused ones are gaps).
+_PG_RESERVE_RUN_IDS = (
+    "SELECT nextval(pg_get_serial_sequence('runs_run', 'id')) FROM generate_series(1, %s)"
+)
 
 _PG_INSERT_TOOL_CALLS = f"""
 INSERT INTO runs_toolcall (event_id, run_id, worker_id, ts, step, tool, outcome, attempts,
@@ -509,6 +516,9 @@ def _run_rows(runs: Sequence[NewRun | RunUpdate]) -> list[tuple[Any, ...]]:
 class PostgresWriter:
     """Two round trips per batch: pipelined statements, each table's rows as one JSON value."""
 
+    def __init__(self) -> None:
+        self._reserved_run_pks: list[int] = []  # from the claim, for the runs the batch starts
+
     def _raw(self) -> psycopg.Connection[Any]:
         connection.ensure_connection()
         raw: psycopg.Connection[Any] = connection.connection
@@ -540,14 +550,17 @@ class PostgresWriter:
             if event_ids:
                 ledger.execute(_PG_CLAIM, [now, _json(event_ids), token_key, worker_id])
             runs = psycopg.Cursor(raw)
+            reserve = psycopg.Cursor(raw)
             if run_ids:
                 runs.execute(_PG_LOAD_RUNS, [token_key, worker_id, list(run_ids)])
+                reserve.execute(_PG_RESERVE_RUN_IDS, [len(run_ids)])
         with connection.wrap_database_errors:
             worker_row = worker.fetchone()
             assert worker_row is not None
             worker_pk = int(worker_row[0])
             new_ids = {row[0] for row in ledger.fetchall()} if event_ids else set()
             known = runs.fetchall() if run_ids else []
+            self._reserved_run_pks = [row[0] for row in reserve.fetchall()] if run_ids else []
         return Claim(
             worker_pk=worker_pk,
             new_event_ids=new_ids,
@@ -578,10 +591,17 @@ class PostgresWriter:
                 execute(_PG_RELEASE, [keys])
             if writes.dropped_events:
                 execute(_PG_ADD_DROPPED, [writes.dropped_events, worker_pk])
+            pks = dict(writes.known_run_pks)
+            new_pks = self._reserved_run_pks[: len(writes.new_runs)]
+            if len(new_pks) < len(writes.new_runs):  # the claim reserves one per run named
+                raise WriteConflict("fewer run ids reserved than runs started")
+            pks.update(zip((run.run_id for run in writes.new_runs), new_pks, strict=True))
+            pks_json = json.dumps(pks)
             if writes.new_runs:
+                rows = _run_rows(writes.new_runs)
                 execute(
                     _PG_INSERT_RUNS,
-                    [worker_pk, _json(_run_rows(writes.new_runs))],
+                    [worker_pk, _json([(pk, *row) for pk, row in zip(new_pks, rows, strict=True)])],
                     len(writes.new_runs),
                     "a run in this batch was started by a concurrent batch",
                 )
@@ -595,15 +615,18 @@ class PostgresWriter:
                 )
             if writes.tool_calls:
                 execute(
-                    _PG_INSERT_TOOL_CALLS, {"worker": worker_pk, "rows": _json(writes.tool_calls)}
+                    _PG_INSERT_TOOL_CALLS,
+                    {"worker": worker_pk, "rows": _json(writes.tool_calls), "pks": pks_json},
                 )
             if writes.model_calls:
                 execute(
-                    _PG_INSERT_MODEL_CALLS, {"worker": worker_pk, "rows": _json(writes.model_calls)}
+                    _PG_INSERT_MODEL_CALLS,
+                    {"worker": worker_pk, "rows": _json(writes.model_calls), "pks": pks_json},
                 )
             if writes.transitions:
                 execute(
-                    _PG_INSERT_TRANSITIONS, {"worker": worker_pk, "rows": _json(writes.transitions)}
+                    _PG_INSERT_TRANSITIONS,
+                    {"worker": worker_pk, "rows": _json(writes.transitions), "pks": pks_json},
                 )
         for cursor, expected, what in checks:
             if cursor.rowcount != expected:

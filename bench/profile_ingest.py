@@ -64,7 +64,6 @@ def _wrap(spent: dict[str, list[float]], name: str, func: Callable[..., Any]) ->
 
 
 def _install_timers(spent: dict[str, list[float]]) -> list[str]:
-
     found = []
     for module_name, attribute in PHASES:
         target = _resolve(module_name, attribute)
@@ -181,7 +180,6 @@ void bp_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
 def _install_dumps(callgrind: Any) -> None:
     """Wrap each phase so that callgrind dumps its counts (and starts afresh) on the way in and
     out: each dump holds the instructions since the previous one, labelled ``A -> B``."""
-
     last = ["start"]
 
     def boundary(label: str) -> None:

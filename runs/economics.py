@@ -233,7 +233,10 @@ def mode_order(mode: str) -> tuple[int, str]:
 
 def replay_speed(replay: OutageReplay) -> float:
     """Real seconds times speed = the story's seconds (a corrupt speed counts as 1)."""
-    speed = replay.speed
+    return _story_speed(replay.speed)
+
+
+def _story_speed(speed: float | None) -> float:
     return speed if speed and math.isfinite(speed) and speed > 0 else 1.0
 
 
@@ -268,7 +271,7 @@ class ReplayClock:
             before.append(total)
             total += end - start
         return cls(
-            speed=speed if speed and math.isfinite(speed) and speed > 0 else 1.0,
+            speed=_story_speed(speed),
             starts=tuple(start for start, _ in spans),
             ends=tuple(end for _, end in spans),
             before=tuple(before),

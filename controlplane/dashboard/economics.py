@@ -161,7 +161,7 @@ def incident_charts(
     points = [
         RunPoint(
             x=started,
-            duration_s=_real_s(replay, clock, started, ms, worker),
+            duration_s=_real_s(clock, replay, started, ms, worker),
             spend_usd=usd(spend),
             met=met,
         )
@@ -215,10 +215,11 @@ def incident_charts(
 
 
 def _real_s(
-    replay: OutageReplay | None, clock: ReplayClock | None, started: datetime, ms: int, worker: str
+    clock: ReplayClock | None, replay: OutageReplay | None, started: datetime, ms: int, worker: str
 ) -> float:
-    """A run's real duration; a replay's own runs' without the time its clock stood still."""
-    if replay is None or clock is None or not worker.startswith(replay.worker_prefix):
+    """A run's real duration; a replay's own runs' without the time its clock stood still
+    (``clock`` is that replay's, None without a replay)."""
+    if clock is None or replay is None or not worker.startswith(replay.worker_prefix):
         return ms / 1000
     return ms / 1000 - clock.paused_s(started, ms)
 

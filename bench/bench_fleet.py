@@ -45,6 +45,7 @@ import secrets
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -300,7 +301,10 @@ def measure_propagation(url: str, token: str, trials: int, workers: int, sync: s
     post_events(url, token, "bench-c", [_run_started(f"bench-c-run-{key}")])
     for plane in (plane_a, *planes_b):
         plane.flush()
-    from_send, from_ack = [], []
+    from breakers.models import FleetTransition
+
+    from_send, from_ack, from_open = [], [], []
+    spans: list[tuple[float, float]] = []  # per trial: flush() to the open, and to the reply
     try:
         for trial in range(trials):
             tool = f"prop-{key}-{trial}"
@@ -310,23 +314,36 @@ def measure_propagation(url: str, token: str, trials: int, workers: int, sync: s
             assert all(run.available(tools) == tools for run in runs_b)
             time.sleep(random.uniform(0, 1.0))  # land anywhere in the B's poll cycles
             run_a.record_failure(tool, ToolFailure("503 from vendor", retryable=True))
-            sent = time.perf_counter()
-            if not plane_a.flush():
-                raise SystemExit(f"trial {trial}: worker A's failure was not acknowledged")
-            acknowledged = time.perf_counter()
+            sent, sent_wall = time.perf_counter(), time.time()
+            # A flushes on its own thread, as an agent's sender would: the B are checked from
+            # the moment A sends, not from when its reply returns.
+            reply: list[tuple[bool, float]] = []
+            flushing = threading.Thread(target=_flush_into, args=(plane_a, reply))
+            flushing.start()
             deadline = sent + 10
-            waiting = set(range(workers))
+            waiting, seen_wall, seen_send = set(range(workers)), [], []
             while waiting and time.perf_counter() < deadline:
                 for i in [i for i in waiting if not runs_b[i].available(tools)]:
                     removed = time.perf_counter()
-                    from_send.append(removed - sent)
-                    from_ack.append(removed - acknowledged)
+                    seen_wall.append(time.time())
+                    seen_send.append(removed - sent)
                     waiting.discard(i)
                 time.sleep(0.001)
+            flushing.join()
+            if not reply[0][0]:
+                raise SystemExit(f"trial {trial}: worker A's failure was not acknowledged")
             if waiting:
                 raise SystemExit(
                     f"trial {trial}: {len(waiting)} workers still had the tool after 10 s"
                 )
+            acknowledged = reply[0][1]
+            from_ack += [sent + seen - acknowledged for seen in seen_send]
+            # The open as the server timed it (its clock, the one the transition row keeps: the
+            # same machine's as ours, to the millisecond).
+            opened = FleetTransition.objects.get(tool__name=tool, to_state="open").at.timestamp()
+            from_open += [seen - opened for seen in seen_wall]
+            from_send += seen_send
+            spans.append((opened - sent_wall, acknowledged - sent))
             # A removed tool stays removed for the run: each B starts a fresh run for the next
             # trial, sent at once so that no ingest reply to a B (which carries the fleet state
             # too) lands inside the next measurement: only the fleet sync is measured.
@@ -345,9 +362,20 @@ def measure_propagation(url: str, token: str, trials: int, workers: int, sync: s
     return [
         f"| {sync} | worker A's `flush()` of the opening failure | {trials} x {workers} "
         f"| {pct(from_send, 0.5):.0f} | {pct(from_send, 0.99):.0f} | {max(from_send) * 1000:.0f} |",
-        f"| {sync} | the control plane's acknowledgement (accepted) | {samples} "
+        f"| {sync} | A's reply (negative: the B saw it first) | {samples} "
         f"| {pct(from_ack, 0.5):.0f} | {pct(from_ack, 0.99):.0f} | {max(from_ack) * 1000:.0f} |",
+        f"| {sync} | the open (the server's time of the transition) | {samples} "
+        f"| {pct(from_open, 0.5):.0f} | {pct(from_open, 0.99):.0f} "
+        f"| {max(from_open) * 1000:.0f} |",
+        f"| {sync} | (A's `flush()` to the open; to its reply) | {trials} "
+        f"| {pct([a for a, _ in spans], 0.5):.0f}; {pct([b for _, b in spans], 0.5):.0f} "
+        f"| {pct([a for a, _ in spans], 0.99):.0f}; {pct([b for _, b in spans], 0.99):.0f} "
+        f"| {max(a for a, _ in spans) * 1000:.0f}; {max(b for _, b in spans) * 1000:.0f} |",
     ]
+
+
+def _flush_into(plane: Any, reply: list[tuple[bool, float]]) -> None:
+    reply.append((plane.flush(), time.perf_counter()))
 
 
 def _prop_call(run_id: str, tool: str, n: str) -> dict[str, Any]:

@@ -20,6 +20,8 @@ vendor, and a removal that does not happen shows in the figures.
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 import statistics
 import threading
@@ -33,6 +35,8 @@ from typing import Any
 from breakers.sdk import ControlPlane, ToolFailure
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import READ, SEARCH, Action, ResearchScript
+
+logger = logging.getLogger(__name__)
 
 __all__ = (
     "AGENTS",
@@ -113,7 +117,8 @@ class ModeResult:
     runs: list[RunRecord] = field(default_factory=list)
     recovery_lag_s: float | None = None  # vendor back -> web_search offered and working again
     events_dropped: int = 0
-    paused_s: float = 0.0  # real seconds the clock waited for the control plane to catch up
+    paused_s: float = 0.0  # real seconds the clock was stopped, for whichever reason
+    waited_for_runs_s: float = 0.0  # real seconds it waited for runs that were due
     pauses: int = 0
     wall_times: dict[str, datetime] = field(default_factory=dict)  # outage_start, outage_end
     # When the clock stood still, (from, to) in Unix seconds: the runs' timestamps include it.
@@ -143,6 +148,7 @@ class ModeResult:
             "recovery_lag_s": self.recovery_lag_s,
             "events_dropped": self.events_dropped,
             "paused_real_s": round(self.paused_s, 2),
+            "waited_for_runs_real_s": round(self.waited_for_runs_s, 2),
             "pauses": self.pauses,
             "wrap_up_steps": scenario.wrap_up_steps,
             "runs_wrapped_up": sum(r.wrap_up_started_at is not None for r in window),
@@ -174,22 +180,52 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
+# Who may hold the replay's clock stopped: the control plane falling behind (``_Governor``) and
+# a run that is due but has not got to run yet (``_SimClock`` itself).
+CONTROL_PLANE = "control plane"
+RUNS = "runs"
+# A due run holding the clock longer than this (real seconds) is taken to be stuck, not busy:
+# the clock stops waiting for it until it sleeps on the clock again.
+RUN_HOLD_LIMIT_S = 10.0
+# Simulated seconds within which a reading is the moment a run is due (float round trips).
+_SAME_MOMENT_S = 1e-6
+_MIN_NAP_S = 0.0002
+
+
 class _SimClock:
     """Simulated seconds since the replay began: real elapsed time x speed, minus pauses.
 
-    The clock stops while the control plane is behind (``pause()``/``resume()``, driven by
-    ``_Governor``): on a busy machine the story waits for the ingest instead of running ahead
-    of what the fleet breaker has been told, so the figures do not depend on machine load.
+    The clock never runs past a run that is due: each thread that sleeps on it is at the moment
+    it last asked to wake, and until it asks again (or ``leave``s) the clock holds there, however
+    long the thread waited for the GIL or a core (docs/decisions.md). It also stops while the
+    control plane is behind (``pause()``/``resume()``, ``_Governor``). ``_pauses`` and
+    ``paused_s`` are the stops, overlapping holds merged; ``held_s`` is each reason's own total.
     """
 
     def __init__(self, speed: float) -> None:
         self.speed = speed
         self.origin = time.monotonic()
         self.wall_origin = time.time() - (time.monotonic() - self.origin)
-        self.paused_s = 0.0  # real seconds spent paused
-        self._paused_at: float | None = None
+        # (stopped since, real seconds stopped before), replaced whole so that ``now`` reads a
+        # consistent pair without the lock.
+        self._state: tuple[float | None, float] = (None, 0.0)
         self._pauses: list[tuple[float, float]] = []  # (paused at, resumed at), monotonic
+        self._holders: dict[str, float] = {}  # reason -> held since (monotonic)
+        self.held_s: dict[str, float] = {}  # real seconds each reason held the clock
         self._resumed = threading.Condition()
+        # Simulated moment each thread that sleeps on the clock is at, and the earliest of them.
+        self._at: dict[int, float] = {}
+        self._floor = math.inf
+        self._held_at = 0.0  # the moment the clock is held at for runs
+
+    @property
+    def paused_s(self) -> float:
+        """Real seconds the clock has been stopped, the current stop not included."""
+        return self._state[1]
+
+    @property
+    def _paused_at(self) -> float | None:
+        return self._state[0]
 
     def wall_time_of(self, sim_s: float) -> datetime:
         """When (wall clock) the replay's clock showed ``sim_s``, pauses included; for a
@@ -204,34 +240,110 @@ class _SimClock:
         return datetime.fromtimestamp(self.wall_origin + (at - self.origin) + real, UTC)
 
     def now(self) -> float:
-        paused_at = self._paused_at
+        paused_at, paused_s = self._state
         real = (time.monotonic() if paused_at is None else paused_at) - self.origin
-        return (real - self.paused_s) * self.speed
+        sim = (real - paused_s) * self.speed
+        if sim < self._floor - _SAME_MOMENT_S:
+            return sim
+        with self._resumed:
+            return self._catch_up()
+
+    def _catch_up(self) -> float:
+        """The clock's reading; once it has reached a run that is due, it has been held there
+        since that moment (nobody read a later time), until every run due then sleeps again or
+        leaves. Called with the lock held."""
+        floor = self._floor
+        paused_at, paused_s = self._state
+        real = (time.monotonic() if paused_at is None else paused_at) - self.origin
+        if (sim := (real - paused_s) * self.speed) < floor - _SAME_MOMENT_S:
+            return sim
+        since = self._holders.get(RUNS)
+        if since is None:
+            since = self.origin + paused_s + floor / self.speed
+            self._holders[RUNS] = since
+            self._held_at = floor
+            self._state = (since if paused_at is None else min(paused_at, since), paused_s)
+        elif time.monotonic() - since > RUN_HOLD_LIMIT_S:
+            stuck = [thread for thread, at in self._at.items() if at <= floor]
+            logger.warning("the replay's clock stops waiting for %d stuck run(s)", len(stuck))
+            for thread in stuck:
+                del self._at[thread]
+            self._moved_on()
+            return self._catch_up()
+        return floor
+
+    def _moved_on(self) -> None:
+        """A thread moved its moment on or left: the clock may run up to the next earliest one.
+        Called with the lock held."""
+        self._floor = min(self._at.values(), default=math.inf)
+        if RUNS in self._holders and self._floor > self._held_at:
+            self._release(RUNS)
 
     def sleep(self, sim_seconds: float) -> None:
         self.sleep_until(self.now() + sim_seconds)
 
     def sleep_until(self, sim_at: float) -> None:
+        thread = threading.get_ident()
+        with self._resumed:
+            before = self._at.get(thread)
+            # A moment already passed (a thread that started late) holds nothing back.
+            at = self._at[thread] = max(sim_at, self._catch_up())
+            if before is not None and before <= self._floor:
+                self._moved_on()
+            elif at < self._floor:
+                self._floor = at
         while (left := sim_at - self.now()) > 0:
-            if self._paused_at is None:
-                time.sleep(left / self.speed)
-            else:
+            if self._stopped_for_more_than_runs():
                 with self._resumed:
-                    self._resumed.wait_for(lambda: self._paused_at is None, timeout=1.0)
+                    self._resumed.wait_for(
+                        lambda: not self._stopped_for_more_than_runs(), timeout=1.0
+                    )
+            else:
+                # Held for runs, it runs again within milliseconds: a nap, not a wake-up of
+                # every waiting thread at each release.
+                time.sleep(max(left / self.speed, _MIN_NAP_S))
 
-    def pause(self) -> None:
-        with self._resumed:
-            if self._paused_at is None:
-                self._paused_at = time.monotonic()
+    def _stopped_for_more_than_runs(self) -> bool:
+        return len(self._holders) > (RUNS in self._holders)
 
-    def resume(self) -> None:
+    def leave(self) -> None:
+        """This thread sleeps on the clock no more (its run ended): the clock stops waiting
+        for it."""
         with self._resumed:
-            if self._paused_at is not None:
-                now = time.monotonic()
-                self.paused_s += now - self._paused_at
-                self._pauses.append((self._paused_at, now))
-                self._paused_at = None
-                self._resumed.notify_all()
+            if self._at.pop(threading.get_ident(), None) is not None:
+                self._moved_on()
+
+    def pause(self, reason: str = CONTROL_PLANE) -> None:
+        with self._resumed:
+            self._catch_up()
+            if reason in self._holders:
+                return
+            now = time.monotonic()
+            self._holders[reason] = now
+            paused_at, paused_s = self._state
+            if paused_at is None:
+                self._state = (now, paused_s)
+
+    def resume(self, reason: str = CONTROL_PLANE) -> None:
+        with self._resumed:
+            self._catch_up()
+            self._release(reason)
+
+    def _release(self, reason: str) -> None:
+        since = self._holders.pop(reason, None)
+        if since is None:
+            return
+        now = time.monotonic()
+        self.held_s[reason] = self.held_s.get(reason, 0.0) + now - since
+        paused_at, paused_s = self._state
+        if not self._holders and paused_at is not None:
+            start = paused_at
+            if self._pauses and self._pauses[-1][1] >= paused_at:  # adjoining: one stop
+                start = self._pauses.pop()[0]
+            self._pauses.append((start, now))
+            self._state = (None, paused_s + now - paused_at)
+        if reason != RUNS:  # threads wait on the condition only for the other holds
+            self._resumed.notify_all()
 
 
 class _Governor:
@@ -349,6 +461,10 @@ def replay_mode(
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done."""
     clock = _SimClock(speed)
+    # The in-process breakers' cooldowns run on the replay's clock (in real-time units), so
+    # they stop while it waits for runs; the fleet's trial leases are the server's real time.
+    on_replay_clock = "fleet" not in SCOPES_BY_MODE[mode]
+    breaker_clock = (lambda: clock.now() / speed) if on_replay_clock else time.monotonic
     planes = [
         ControlPlane(
             url,
@@ -369,6 +485,7 @@ def replay_mode(
             # The sender's backoff after a refused or failed batch is simulated time too.
             backoff_base=0.5 / speed,
             backoff_max=max(0.05, 30.0 / speed),
+            clock=breaker_clock,
         )
         for i in range(scenario.workers)
     ]
@@ -378,8 +495,12 @@ def replay_mode(
     lock = threading.Lock()
 
     def play(index: int, start_s: float) -> None:
-        clock.sleep_until(start_s)
-        record = player(stage, planes[index % len(planes)], random.Random(scenario.seed + index))
+        try:
+            clock.sleep_until(start_s)
+            rng = random.Random(scenario.seed + index)
+            record = player(stage, planes[index % len(planes)], rng)
+        finally:
+            clock.leave()
         with lock:
             result.runs.append(record)
         if on_run is not None:
@@ -392,6 +513,7 @@ def replay_mode(
 
     def mark(name: str, at_s: float) -> None:
         clock.sleep_until(at_s)
+        clock.leave()
         # When the clock passed at_s, not when this thread got to run: on a busy machine it
         # wakes late, and runs that started in between would fall before the outage in the
         # database (the pages) while the table, on the replay's clock, counts them in it.
@@ -416,6 +538,7 @@ def replay_mode(
         for thread in threads:
             thread.join()
     result.paused_s = clock.paused_s
+    result.waited_for_runs_s = clock.held_s.get(RUNS, 0.0)
     result.pauses = governor.pauses
     result.paused_spans = [(_wall(clock, a), _wall(clock, b)) for a, b in clock._pauses]
     for plane in planes:

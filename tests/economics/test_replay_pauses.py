@@ -86,7 +86,9 @@ def test_the_pages_measure_a_paused_replay_on_its_own_clock(
     table = {s["mode"]: s for s in summaries}
     # The premise: the stalled ingest stopped fail-fast's clock for about as long as it lasted.
     assert table["fail-fast"]["paused_real_s"] >= STALL_S * 0.6
-    assert table["none"]["paused_real_s"] == 0
+    # Mode none has no fleet scope: the governor never stopped its clock (it may still have
+    # held for its own runs, which the pages take out the same way).
+    assert table["none"]["pauses"] == 0
 
     (batch,) = recent_replay_batches()
     modes = {m.replay.mode: m for m in outage_comparison(batch=batch).modes}

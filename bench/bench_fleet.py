@@ -18,17 +18,17 @@ The ingest rows compare ``ingest_batch`` of one ``tool.call`` with the fleet hoo
 
 Part ``propagation``: gunicorn (2 processes, gthread) serves the control plane; SDK
 ``ControlPlane`` clients play agent workers: A, and ``--workers`` others (B). Per trial a fresh
-tool gets four failures from a third worker, then worker A records the fifth, which opens the
-fleet breaker; the clock runs from A's ``flush()`` (and, second row, from the acknowledgement of
-that batch: the failure accepted) until each B's ``run.available()`` leaves the tool out (checked
-every millisecond); every (trial, B) pair is one sample. Trials start at random phases of the
-poll. Run in the same invocation, each against a fresh gunicorn: ``push`` (long-poll on
-``GET /api/v1/fleet?wait=20``, the SDK default), ``push, watcher polling`` (the same with the
-server's change announcements off, ``BREAKER_FLEET_WATCH_ANNOUNCED=False``: its watcher's 25 ms
-poll alone), or with ``--baseline-tree DIR`` the same push against DIR's server (another
+tool gets four failures from a third worker, then worker A records the fifth, which opens the fleet
+breaker; A flushes on its own thread while each B's ``run.available()`` is checked every
+millisecond until it leaves the tool out. Every (trial, B) pair is one sample, timed from A's
+``flush()``, from the opening as the server timed its transition, and from A's reply. Trials start
+at random phases of the poll. Run in the same invocation, each against a fresh gunicorn: ``push``
+(long-poll on ``GET /api/v1/fleet?wait=20``, the SDK default), ``push, watcher polling`` (the same
+with the server's change announcements off, ``BREAKER_FLEET_WATCH_ANNOUNCED=False``: its watcher's
+25 ms poll alone), or with ``--baseline-tree DIR`` the same push against DIR's server (another
 checkout: the code before a change), alternated ``--rounds`` times, then ``poll``
-(``fleet_wait=0``, the 1 s poll the SDK falls back to), so the ratios are measured under the
-same load.
+(``fleet_wait=0``, the 1 s poll the SDK falls back to), so the ratios are measured under the same
+load.
 Goal (issue 14): p99 under 250 ms with push and 50 workers.
 """
 
@@ -362,9 +362,9 @@ def measure_propagation(url: str, token: str, trials: int, workers: int, sync: s
     return [
         f"| {sync} | worker A's `flush()` of the opening failure | {trials} x {workers} "
         f"| {pct(from_send, 0.5):.0f} | {pct(from_send, 0.99):.0f} | {max(from_send) * 1000:.0f} |",
-        f"| {sync} | A's reply (negative: the B saw it first) | {samples} "
+        f"| {sync} | A's reply (negative: the B had it first) | {samples} "
         f"| {pct(from_ack, 0.5):.0f} | {pct(from_ack, 0.99):.0f} | {max(from_ack) * 1000:.0f} |",
-        f"| {sync} | the open (the server's time of the transition) | {samples} "
+        f"| {sync} | the opening (the server's time of the transition) | {samples} "
         f"| {pct(from_open, 0.5):.0f} | {pct(from_open, 0.99):.0f} "
         f"| {max(from_open) * 1000:.0f} |",
         f"| {sync} | (A's `flush()` to the open; to its reply) | {trials} "

@@ -5,6 +5,7 @@ The wider scopes a run hears of are in `external_scope`.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
 import time
@@ -110,6 +111,10 @@ class WorkerBreakers:
         self.clock = clock
         self._on_transition = on_transition
         self._lock = threading.Lock()
+        # Transitions wait here (appended under _lock, so in the order they happened) until one
+        # thread at a time hands them to on_transition, outside _lock.
+        self._unsent: collections.deque[tuple[str, Change]] = collections.deque()
+        self._sending = threading.Lock()
         self._circuits: dict[str, Circuit] = {}
         self._trials: dict[str, TrialLease] = {}
         self._tokens = itertools.count(1)
@@ -124,7 +129,6 @@ class WorkerBreakers:
         circuit = self._circuits.get(name)
         if lease is None and (circuit is None or circuit.consecutive == 0):
             return  # nothing to reset and no trial to decide: skip the lock (see ToolBreaker)
-        change = None
         with self._lock:
             circuit = self._circuits.get(name)
             if circuit is None:
@@ -133,9 +137,9 @@ class WorkerBreakers:
                 circuit.consecutive = 0
             elif self._is_current(lease):
                 del self._trials[name]
-                change = circuit.record_success()
+                self._queue(name, circuit.record_success())
                 self._unpublish(name)
-        self._emit(name, change)
+        self._send()
 
     def record_failure(
         self,
@@ -157,8 +161,8 @@ class WorkerBreakers:
             circuit = self._circuits.get(name)
             if circuit is None:
                 circuit = self._circuits[name] = Circuit(self.policy)
-            change = self._count_retryable(circuit, name, info, lease)
-        self._emit(name, change)
+            self._queue(name, self._count_retryable(circuit, name, info, lease))
+        self._send()
 
     def _count_retryable(
         self, circuit: Circuit, name: str, info: FailureInfo, lease: TrialLease | None
@@ -182,7 +186,6 @@ class WorkerBreakers:
         to the next caller without a transition: the one trial has still not been made.
         None for a closed tool too: it needs no trial, call it freely.
         """
-        change = None
         with self._lock:
             circuit = self._circuits.get(name)
             if circuit is None or circuit.state is State.CLOSED:
@@ -196,10 +199,11 @@ class WorkerBreakers:
                 change = circuit.begin_trial(now)
                 if change is None:
                     return None
+                self._queue(name, change)
             lease = self._trials[name] = TrialLease(
                 name, next(self._tokens), now + self.trial_lease
             )
-        self._emit(name, change)
+        self._send()
         return lease
 
     def release_trial(self, lease: TrialLease) -> None:
@@ -275,10 +279,29 @@ class WorkerBreakers:
         self._removals = MappingProxyType({k: v for k, v in self._removals.items() if k != name})
         self.version += 1
 
-    def _emit(self, name: str, change: Change | None) -> None:
-        # Outside the lock, so a callback may call back into the breaker without deadlock.
+    def _queue(self, name: str, change: Change | None) -> None:
+        """Called with the lock held: a transition waits for ``_send()`` in the order made."""
         if change is not None and self._on_transition is not None:
-            self._on_transition(name, Scope.WORKER, change.old, change.new, change.reason)
+            self._unsent.append((name, change))
+
+    def _send(self) -> None:
+        """Hand the waiting transitions to ``on_transition`` in order, outside the lock, so that
+        a callback may call back into the breaker. One thread at a time sends, its own and any
+        that other threads queued meanwhile: a callback may run on another thread than the
+        change's, never out of order (docs/decisions.md)."""
+        while self._unsent:
+            if not self._sending.acquire(blocking=False):
+                return  # the holder sends ours too: it looks again after letting go
+            try:
+                while True:
+                    with self._lock:
+                        if not self._unsent:
+                            break
+                        tool, change = self._unsent.popleft()
+                    assert self._on_transition is not None  # nothing is queued without one
+                    self._on_transition(tool, Scope.WORKER, change.old, change.new, change.reason)
+            finally:
+                self._sending.release()
 
 
 run_owners = itertools.count(1)  # tells runs apart for ExternalScope's trial holder

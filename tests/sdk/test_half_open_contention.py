@@ -94,6 +94,29 @@ def test_only_the_trial_holder_closes_it_while_others_report_late_results(
     assert not worker.holds_trial(lease)
 
 
+def test_transitions_reach_the_callback_in_the_order_they_happened(clock: FakeClock) -> None:
+    # Thread A's callback is still busy with closed -> open when the main thread makes the next
+    # change (open -> half_open): that one must wait for A's, not overtake it.
+    told: list[tuple[str, str]] = []
+    busy, go = threading.Event(), threading.Event()
+
+    def on_transition(tool: str, scope: object, old: object, new: object, reason: str) -> None:
+        if (str(old), str(new)) == ("closed", "open"):
+            busy.set()
+            assert go.wait(10)
+        told.append((str(old), str(new)))
+
+    worker = WorkerBreakers(threshold=1, clock=clock, on_transition=on_transition)
+    opener = threading.Thread(target=worker.record_failure, args=("web_search", DOWN))
+    opener.start()
+    assert busy.wait(10)
+    clock.advance(30)
+    assert worker.acquire_trial("web_search") is not None  # returns: A will tell its change
+    go.set()
+    opener.join(10)
+    assert told == [("closed", "open"), ("open", "half_open")]
+
+
 def test_counting_from_many_threads_loses_no_failure(clock: FakeClock) -> None:
     worker = WorkerBreakers(threshold=10**9, clock=clock)
     race(lambda _: [worker.record_failure("web_search", DOWN) for _ in range(1000)])

@@ -144,10 +144,10 @@ def enqueue_on_commit(alert_ids: Sequence[int]) -> None:
 
 
 def _enqueue(alert_ids: Iterable[int]) -> None:
-    # By name, from Celery's registry: breakers.tasks sits above this module (it imports it).
-    deliver_alert = current_app.tasks[DELIVER_ALERT_TASK]
+    # By name (breakers.tasks sits above this module), and sent rather than looked up: a web
+    # process never imports breakers.tasks, so the task is not in its registry.
     for alert_id in alert_ids:
-        deliver_alert.delay(alert_id)
+        current_app.send_task(DELIVER_ALERT_TASK, args=(alert_id,))
 
 
 def _bulk(

@@ -231,9 +231,13 @@ class _SimClock:
         """When (wall clock) the replay's clock showed ``sim_s``, pauses included; for a
         moment already passed."""
         real = sim_s / self.speed  # running seconds since the origin
+        # A stop that began at ``sim_s`` itself (a hold for the runs due then) counts as after
+        # it, whatever the last bit of the float sums says: else the moment maps to the stop's
+        # end, and the runs started during it fall on the wrong side of an outage boundary.
+        same = _SAME_MOMENT_S / self.speed
         at = self.origin
         for paused, resumed in self._pauses:
-            if paused - at >= real:
+            if paused - at >= real - same:
                 break
             real -= paused - at
             at = resumed
@@ -348,17 +352,27 @@ class _SimClock:
 
 class _Governor:
     """Pauses the replay's clock while the control plane is behind the agents: a worker's batch
-    unanswered for longer than ``lag_s`` (real seconds), or more than ``high`` events waiting;
-    resumes once every batch is answered and at most ``low`` events wait (docs/decisions.md).
+    unanswered for longer than ``lag_s`` (real seconds), more than ``high`` events waiting, or
+    (with ``push``) a worker still without a fleet change another has heard of; resumes once
+    every batch is answered, at most ``low`` events wait and every worker has the newest fleet
+    state (docs/decisions.md).
 
     It reads the SDK sender's in-flight count and acknowledged-batch counter: a replay of the
     product, in the product's repository, may look at its own client's internals.
     """
 
     def __init__(
-        self, clock: _SimClock, planes: list[ControlPlane], *, high: int, low: int, lag_s: float
+        self,
+        clock: _SimClock,
+        planes: list[ControlPlane],
+        *,
+        high: int,
+        low: int,
+        lag_s: float,
+        push: bool = False,
     ):
         self.clock, self.planes, self.high, self.low, self.lag_s = clock, planes, high, low, lag_s
+        self.push = push
         self.pauses = 0
         self._since: dict[int, tuple[int, float]] = {}  # plane -> (acknowledged, in flight since)
         self._stop = threading.Event()
@@ -387,17 +401,31 @@ class _Governor:
             oldest = max(oldest, now - seen[1])
         return oldest
 
+    def _unheard(self) -> bool:
+        """A worker has not yet got a fleet change that another has (from its ingest reply or
+        its long-poll): pushed in real milliseconds, which at 60x are simulated seconds."""
+        if not self.push:
+            return False
+        versions = [plane.fleet_sync.version for plane in self.planes]
+        return min(versions) < max(versions)
+
     def _run(self) -> None:
         paused = False
         while not self._stop.wait(0.005):
             now = time.monotonic()
             backlog = max(plane.pending() for plane in self.planes)
-            behind = self._oldest_unanswered(now) > self.lag_s or backlog > self.high
+            unheard = self._unheard()
+            behind = self._oldest_unanswered(now) > self.lag_s or backlog > self.high or unheard
             if not paused and behind:
                 self.clock.pause()
                 self.pauses += 1
                 paused = True
-            elif paused and not any(p._in_flight for p in self.planes) and backlog <= self.low:
+            elif (
+                paused
+                and not unheard
+                and not any(p._in_flight for p in self.planes)
+                and backlog <= self.low
+            ):
                 self.clock.resume()
                 paused = False
 
@@ -532,7 +560,8 @@ def replay_mode(
     governed = "fleet" in SCOPES_BY_MODE[mode]
     lag_s = ANSWER_WITHIN_SIM_S / speed if governed else float("inf")
     high = BACKLOG_HIGH if governed else 2**62
-    with _Governor(clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s) as governor:
+    push = governed and fleet_push
+    with _Governor(clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s, push=push) as governor:
         for thread in threads:
             thread.start()
         for thread in threads:

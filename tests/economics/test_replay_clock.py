@@ -51,6 +51,20 @@ def test_a_run_is_measured_on_its_replay_s_clock_without_the_pauses_it_overlappe
     ) == pytest.approx(120.0)
 
 
+def test_a_moment_the_clock_held_at_maps_to_the_start_of_the_hold() -> None:
+    # The clock reached 1380 s (the outage's end) and held there for the runs due then: the
+    # outage ends when the hold began, not when it ended, or a run that started during the hold
+    # falls inside the outage on the pages. These floats made the sums miss by one ulp.
+    clock = _SimClock(speed=150.0)
+    clock.origin, clock.wall_origin = 65194.13797500402, 1_000.0
+    first = (65198.08370452619, 65198.17847025338)
+    held_from = clock.origin + (first[1] - first[0]) + 1380.0 / clock.speed  # as _catch_up does
+    clock._pauses = [first, (held_from, held_from + 0.003)]
+
+    ends = clock.wall_time_of(1380.0).timestamp()
+    assert ends == pytest.approx(1_000.0 + held_from - clock.origin, abs=1e-6)
+
+
 def test_overlapping_holds_stop_the_clock_once_until_the_last_lets_go() -> None:
     clock = _SimClock(speed=60.0)
     clock.pause()  # the control plane is behind

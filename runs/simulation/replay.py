@@ -241,7 +241,11 @@ class _SimClock:
                 break
             real -= paused - at
             at = resumed
-        return datetime.fromtimestamp(self.wall_origin + (at - self.origin) + real, UTC)
+        return datetime.fromtimestamp(self.wall_of(at + real), UTC)
+
+    def wall_of(self, monotonic_s: float) -> float:
+        """The Unix time of a moment of ``time.monotonic``."""
+        return self.wall_origin + (monotonic_s - self.origin)
 
     def now(self) -> float:
         paused_at, paused_s = self._state
@@ -489,10 +493,12 @@ def replay_mode(
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done."""
     clock = _SimClock(speed)
-    # The in-process breakers' cooldowns run on the replay's clock (in real-time units), so
-    # they stop while it waits for runs; the fleet's trial leases are the server's real time.
-    on_replay_clock = "fleet" not in SCOPES_BY_MODE[mode]
-    breaker_clock = (lambda: clock.now() / speed) if on_replay_clock else time.monotonic
+    # Only the fleet breaker's figures depend on how fast the control plane answers: the other
+    # modes decide in the agent process, so the governor leaves them alone, and their breakers'
+    # cooldowns run on the replay's clock (in real-time units), stopping while it waits for runs;
+    # the fleet's trial leases are the server's real time.
+    governed = "fleet" in SCOPES_BY_MODE[mode]
+    breaker_clock = time.monotonic if governed else (lambda: clock.now() / speed)
     planes = [
         ControlPlane(
             url,
@@ -555,9 +561,6 @@ def replay_mode(
             ("outage_end", scenario.outage_end_s),
         )
     ]
-    # Only the fleet breaker's figures depend on how fast the control plane answers: the other
-    # modes decide in the agent process and run at full speed whatever the server does.
-    governed = "fleet" in SCOPES_BY_MODE[mode]
     lag_s = ANSWER_WITHIN_SIM_S / speed if governed else float("inf")
     high = BACKLOG_HIGH if governed else 2**62
     push = governed and fleet_push
@@ -569,7 +572,7 @@ def replay_mode(
     result.paused_s = clock.paused_s
     result.waited_for_runs_s = clock.held_s.get(RUNS, 0.0)
     result.pauses = governor.pauses
-    result.paused_spans = [(_wall(clock, a), _wall(clock, b)) for a, b in clock._pauses]
+    result.paused_spans = [(clock.wall_of(a), clock.wall_of(b)) for a, b in clock._pauses]
     for plane in planes:
         plane.close(timeout=30.0)
         result.events_dropped += plane.stats.dropped
@@ -577,10 +580,6 @@ def replay_mode(
         result.recovery_lag_s = max(0.0, recovery.first_working_s - scenario.outage_end_s)
     result.runs.sort(key=lambda r: r.started_s)
     return result
-
-
-def _wall(clock: _SimClock, monotonic_s: float) -> float:
-    return clock.wall_origin + (monotonic_s - clock.origin)
 
 
 def _play_run(

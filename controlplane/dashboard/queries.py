@@ -7,6 +7,7 @@ timeline is capped per kind of step with the run's own totals saying how much wa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
@@ -25,6 +26,7 @@ from django.db.models.lookups import StartsWith
 from django.utils import timezone
 
 from breakers.models import OperatorAction
+from runs.economics import ReplayClock
 from runs.models import (
     ModelCall,
     OutageReplay,
@@ -87,13 +89,12 @@ def filtered_runs(*, filters: RunFilters) -> QuerySet[Run]:
 
 
 def with_replay(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Each run with the outage replay that played it, or None: ``replay_pk``, ``replay_speed``,
-    ``replay_pauses`` (when its clock stood still: a page measures the run on that clock).
+    """Each run with the outage replay that played it, or None: ``replay_pk``, ``replay_speed``.
 
     A replay's runs come from workers named with its prefix (the longest matching prefix wins, as
     on the outages page). Such a run's timestamps are real, compressed by the replay's speed, while
     its steps report the story's (simulated) durations: a page showing both must convert one.
-    Three correlated lookups per shown run in the small replay table.
+    Two correlated lookups per shown run in the small replay table.
     """
     worker_name = ExpressionWrapper(OuterRef("worker__worker_id"), output_field=CharField())
     owner = OutageReplay.objects.filter(StartsWith(worker_name, F("worker_prefix"))).order_by(
@@ -102,13 +103,34 @@ def with_replay(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.annotate(
         replay_pk=Subquery(owner.values("pk")[:1]),
         replay_speed=Subquery(owner.values("speed")[:1]),
-        replay_pauses=Subquery(owner.values("pauses")[:1]),
     )
 
 
 def runs_page(*, filters: RunFilters, page: int = 1, per_page: int = RUNS_PER_PAGE) -> RunsPage:
     window = page_window(filtered_runs(filters=filters), page=page, per_page=per_page)
+    measure_replay_runs(window.items)
     return RunsPage(runs=window.items, number=page, has_next=window.has_next)
+
+
+def measure_replay_runs(runs: Sequence[Run]) -> None:
+    """Set ``replay_duration_ms`` on each run ``with_replay`` found a replay for: its
+    start-to-finish in the story's time, on that replay's clock (``ReplayClock``: real x speed,
+    less the time the clock stood still). Each replay's pauses, thousands of them, are read and
+    merged once for all its runs on the page."""
+    owners = {run.pk: getattr(run, "replay_pk", None) for run in runs}
+    clocks = {
+        replay.pk: ReplayClock.of(replay)
+        for replay in OutageReplay.objects.filter(pk__in={pk for pk in owners.values() if pk}).only(
+            "pk", "speed", "pauses"
+        )
+    }
+    for run in runs:
+        clock = clocks.get(owners[run.pk] or 0)
+        run.replay_duration_ms = (  # type: ignore[attr-defined]
+            None
+            if clock is None or run.duration_ms is None
+            else round(clock.run_seconds(run.started_at, run.duration_ms) * 1000)
+        )
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from controlplane.dashboard.queries import (
     AuditFilters,
     RunFilters,
     audit_page,
+    measure_replay_runs,
     run_timeline,
     runs_page,
     with_replay,
@@ -372,5 +373,6 @@ def _filtered_list(
 @require_GET
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(with_replay(Run.objects.select_related("worker")), pk=pk)
+    measure_replay_runs([run])
     context = {"nav": "runs", "run": run, "timeline": run_timeline(run=run)}
     return render_page(request, "dashboard/run_detail.html", context)

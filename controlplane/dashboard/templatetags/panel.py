@@ -18,9 +18,6 @@ from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.economics import ReplayClock
-from runs.models import Run
-
 register = template.Library()
 
 # C0/C1 control characters and the bidi embedding/override/isolate marks: an agent-sent
@@ -153,19 +150,6 @@ def duration_ms(value: int | None) -> str:
     if seconds < 3600:
         return f"{seconds // 60} m {seconds % 60:02d} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} m"
-
-
-@register.filter
-def replay_duration_ms(run: Run) -> int | None:
-    """A replay run's start-to-finish in the story's (simulated) time, on its replay's clock:
-    real x speed, less the time the clock stood still (``with_replay`` annotates the replay's
-    speed and pauses). A missing or corrupt speed counts as 1, as on the outages page."""
-    if run.duration_ms is None:
-        return None
-    clock = ReplayClock.from_record(
-        speed=getattr(run, "replay_speed", None), pauses=getattr(run, "replay_pauses", None)
-    )
-    return round(clock.run_seconds(run.started_at, run.duration_ms) * 1000)
 
 
 @register.filter

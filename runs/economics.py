@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -152,14 +152,17 @@ class Period(NamedTuple):
 
 
 def period_stats(
-    runs: QuerySet[Run], periods: Sequence[Period], *, replays: Sequence[OutageReplay] = ()
+    runs: QuerySet[Run],
+    periods: Sequence[Period],
+    *,
+    clocks: Mapping[OutageReplay, ReplayClock] | None = None,
 ) -> tuple[dict[str, PeriodStats], dict[str, int]]:
     """One aggregate query: per period, the finished runs' count, mean duration and mean spend,
     and how many runs have not finished (no duration yet, so they are not drawn).
 
-    The durations of ``replays``' runs are measured on their replay's clock (``ReplayClock``):
-    for each replay whose clock paused, one more query reads its runs that overlap the pauses
-    and takes each one's share of them out of its period's mean."""
+    The durations of the runs of the replays in ``clocks`` are measured on that replay's clock
+    (``ReplayClock``): for each replay whose clock paused, one more query reads its runs that
+    overlap the pauses and takes each one's share of them out of its period's mean."""
     finished = Q(duration_ms__isnull=False)
     aggregates: dict[str, Any] = {}
     for i, period in enumerate(periods):
@@ -168,7 +171,7 @@ def period_stats(
         aggregates[f"s{i}"] = Avg("model_spend_usd", filter=finished & period.condition)
         aggregates[f"u{i}"] = Count("pk", filter=~finished & period.condition)
     row = runs.aggregate(**aggregates) if aggregates else {}
-    paused_ms = _paused_ms(runs, periods, replays) if periods else {}
+    paused_ms = _paused_ms(runs, periods, clocks or {}) if periods else {}
     stats: dict[str, PeriodStats] = {}
     unfinished: dict[str, int] = {}
     for i, period in enumerate(periods):
@@ -185,7 +188,7 @@ def period_stats(
 
 
 def _paused_ms(
-    runs: QuerySet[Run], periods: Sequence[Period], replays: Sequence[OutageReplay]
+    runs: QuerySet[Run], periods: Sequence[Period], clocks: Mapping[OutageReplay, ReplayClock]
 ) -> dict[str, float]:
     """Per period key, the real milliseconds of the replays' pauses inside their finished runs."""
     which = Case(
@@ -194,8 +197,7 @@ def _paused_ms(
         output_field=CharField(),
     )
     paused: dict[str, float] = {}
-    for replay in replays:
-        clock = ReplayClock.of(replay)
+    for replay, clock in clocks.items():
         if not clock.paused:
             continue
         overlapping = runs.filter(

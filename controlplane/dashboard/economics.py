@@ -152,7 +152,7 @@ def incident_charts(
     stats, unfinished = period_stats(
         runs,
         [Period("baseline", before, 0.001), Period("during", ~before, 0.001)],
-        replays=[replay] if replay is not None else [],
+        clocks={replay: clock} if replay is not None and clock is not None else None,
     )
     baseline, during = stats["baseline"], stats["during"]
     sample = sample_runs(
@@ -328,7 +328,9 @@ def outage_comparison(
         prefixes |= Q(worker_id__startswith=replay.worker_prefix)
     runs = Run.objects.filter(worker__in=Worker.objects.filter(prefixes).values("pk"))
     periods = [period for replay in replays for period in replay_periods(replay)]
-    flat, unfinished = period_stats(runs, periods, replays=replays)
+    # Built once: a replay's clock may hold thousands of pauses (its runs' holds).
+    clocks = {replay: ReplayClock.of(replay) for replay in replays}
+    flat, unfinished = period_stats(runs, periods, clocks=clocks)
     stats = {
         replay.pk: {name: flat[f"{replay.pk}:{name}"] for name in ("baseline", "outage", "after")}
         for replay in replays
@@ -343,7 +345,6 @@ def outage_comparison(
     total = sum(s.runs for per_replay in stats.values() for s in per_replay.values())
     sample = sample_runs(runs, tool=tool, total=total, cap=cap, fields=("replay",), replay=which)
     by_pk = {replay.pk: replay for replay in replays}
-    clocks = {replay.pk: ReplayClock.of(replay) for replay in replays}
     points: dict[int, list[RunPoint]] = {replay.pk: [] for replay in replays}
     for started, ms, spend, met, replay_pk in sample.rows:
         owner = by_pk.get(replay_pk)
@@ -352,7 +353,7 @@ def outage_comparison(
         points[owner.pk].append(
             RunPoint(
                 x=minutes_since(owner, started),
-                duration_s=clocks[owner.pk].run_seconds(started, ms),
+                duration_s=clocks[owner].run_seconds(started, ms),
                 spend_usd=usd(spend),
                 met=met,
                 group=mode_label(owner.mode),

@@ -16,11 +16,12 @@ FUZZ_EXAMPLES ?= 100
 
 venv: $(BIN)/.installed
 
-$(BIN)/.installed: requirements.lock pyproject.toml
+$(BIN)/.installed: requirements.lock pyproject.toml sdk/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "Python 3.12+ is needed (found " + sys.version.split()[0] + "); install it, e.g. pyenv install 3.12")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e sdk/python
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
@@ -51,7 +52,7 @@ lint: venv
 	$(BIN)/python scripts/import_graph.py --check
 
 typecheck: venv
-	$(BIN)/mypy breakers runs controlplane
+	$(BIN)/mypy breakers runs controlplane sdk/python/src/breaker_panel
 
 bench: venv services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) bench/run_all.sh
@@ -64,11 +65,11 @@ replay-check: venv
 	@scripts/replay_check.sh
 
 example: venv
-	$(BIN)/python -m breakers.sdk.example
+	$(BIN)/python -m breaker_panel.example
 
-# The agent SDK as its own wheel (breaker-panel-sdk, no dependencies), from the same tree.
-sdk:
-	$(PYTHON) sdk/backend.py dist
+# The agent SDK as its own wheel (breaker-panel-sdk, no dependencies) into dist/.
+sdk: venv
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist sdk/python
 
 clean:
 	rm -rf $(VENV) $(VENV)-mcp1 .pytest_cache .mypy_cache .ruff_cache .hypothesis

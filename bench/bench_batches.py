@@ -112,8 +112,8 @@ def self_signed(directory: Path) -> None:
 def client(url: str, token: str, tree: str, batches: int) -> None:
     """The child: this tree's ControlPlane sends the batches; prints the ms of each as JSON."""
     sys.path.insert(0, tree)
-    from breakers.sdk import ControlPlane
-    from breakers.sdk.client import transport
+    from breaker_panel import ControlPlane
+    from breaker_panel.client import transport
 
     assert transport.__file__.startswith(tree), transport.__file__
     plane = ControlPlane(

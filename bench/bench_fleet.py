@@ -283,8 +283,8 @@ def post_events(url: str, token: str, worker: str, events: list[dict[str, Any]])
 
 
 def measure_propagation(url: str, token: str, trials: int, workers: int, sync: str) -> list[str]:
-    from breakers.sdk import ToolFailure
-    from breakers.sdk.client import ControlPlane  # the agents' real client
+    from breaker_panel import ToolFailure
+    from breaker_panel.client import ControlPlane  # the agents' real client
 
     wait = 20.0 if sync.startswith("push") else 0.0
     # Worker A reports the failure that opens the breaker; the B workers are the others whose

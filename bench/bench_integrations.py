@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from breakers.sdk import ControlPlane, ToolBreaker
+from breaker_panel import ControlPlane, ToolBreaker
 
 CALLS = 3
 QUESTION = "What was Acme's revenue?"
@@ -45,7 +45,7 @@ def openai_agents() -> dict[str, Callable[[], object]]:
     from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool
     from agents.testing import assistant_message, function_call
 
-    from breakers.sdk.integrations.openai_agents import protect
+    from breaker_panel.integrations.openai_agents import protect
 
     class Scripted(Model):
         async def get_response(
@@ -95,7 +95,7 @@ def langchain() -> dict[str, Callable[[], object]]:
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
 
-    from breakers.sdk.integrations.langchain import BreakerMiddleware
+    from breaker_panel.integrations.langchain import BreakerMiddleware
 
     class Scripted(BaseChatModel):
         @property
@@ -150,7 +150,7 @@ def pydantic_ai() -> dict[str, Callable[[], object]]:
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import FunctionModel
 
-    from breakers.sdk.integrations.pydantic_ai import breaker_capabilities
+    from breaker_panel.integrations.pydantic_ai import breaker_capabilities
 
     models.ALLOW_MODEL_REQUESTS = False
 

@@ -59,7 +59,7 @@ PATHS = ("direct", "gateway", "sdk path")
 async def overhead(calls: int, tmp: Path) -> tuple[dict[str, list[float]], list[list[float]]]:
     from mcp import StdioServerParameters
 
-    from breakers.sdk.mcp_gateway.gateway import TIMINGS_ENV
+    from breaker_panel.mcp_gateway.gateway import TIMINGS_ENV
 
     direct_up = Flaky(tmp / "direct.json")
     timings_file = tmp / "gateway-timings.txt"
@@ -119,8 +119,8 @@ def envelope_share(rounds: int) -> list[float]:
 
 
 def breaker_share(rounds: int) -> tuple[list[float], list[float]]:
-    from breakers.sdk import WorkerBreakers
-    from breakers.sdk.mcp_gateway.breaking import LocalBreakers
+    from breaker_panel import WorkerBreakers
+    from breaker_panel.mcp_gateway.breaking import LocalBreakers
 
     breakers = LocalBreakers(WorkerBreakers())
     names = [f"tool_{i:02d}" for i in range(20)]

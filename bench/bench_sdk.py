@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 import pybreaker
 
-from breakers.sdk import (
+from breaker_panel import (
     ControlPlane,
     ExternalScope,
     RunBreakers,
@@ -50,7 +50,7 @@ from breakers.sdk import (
     ToolFailure,
     WorkerBreakers,
 )
-from breakers.sdk.client import Run
+from breaker_panel.client import Run
 
 IO_EVENT_PREFIXES = (
     "open",

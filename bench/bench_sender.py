@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from breakers.sdk import ControlPlane
+from breaker_panel import ControlPlane
 from scripts.testing.events_server import ScriptedServer, fails_on_transitions, play_run
 
 

@@ -16,6 +16,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from breaker_panel.vocabulary import State
 from breakers.fleet.rules import (
     OUT_STATES,
     CauseKind,
@@ -26,7 +27,6 @@ from breakers.fleet.rules import (
 )
 from breakers.fleet.store import PolicyOverrides
 from breakers.probes import probe_callable_allowed
-from breakers.sdk.vocabulary import State
 from runs.models import AgentToken, BreakerState
 
 # The last millisecond Python's datetime can hold (9999-12-31T23:59:59.999Z).

@@ -16,7 +16,7 @@ from decimal import Decimal
 from django.db import models
 from django.utils import timezone
 
-from breakers.sdk import vocabulary as sdk
+from breaker_panel import vocabulary as sdk
 
 TOKEN_PREFIX = "bp_"
 

@@ -3,7 +3,7 @@
 Agents do not report the notice text itself. What they do report is enough to rebuild it: every
 removal (a ``breaker.transition`` to open or forced open, with its scope and reason) and every
 tool call (for the last error, and for semantic strikes). Replaying them in order through
-``breakers.sdk.notice.render_notice`` gives the text the model was sent with each model call,
+``breaker_panel.notice.render_notice`` gives the text the model was sent with each model call,
 as long as the agent ran the SDK's default semantic cap.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from breakers.sdk import Removal, Scope, SemanticStrike, ToolBreaker
-from breakers.sdk.notice import render_notice
+from breaker_panel import Removal, Scope, SemanticStrike, ToolBreaker
+from breaker_panel.notice import render_notice
 from runs.models import BreakerState, Outcome, ReportedTransition, ToolCall
 
 REMOVING_STATES = frozenset({BreakerState.OPEN, BreakerState.FORCED_OPEN})

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from breakers.sdk.vocabulary import AUTOMATIC_STATES, FINISHED_STATUSES, OUTCOMES, SCOPES, STATES
+from breaker_panel.vocabulary import AUTOMATIC_STATES, FINISHED_STATUSES, OUTCOMES, SCOPES, STATES
 
 MAX_ID_CHARS = 200
 MAX_TEXT_CHARS = 2000
@@ -70,7 +70,7 @@ FreeText = Annotated[str, Field(strict=True), AfterValidator(clip_text)]
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
 PositiveCount = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
-# The contract words come from the SDK (breakers.sdk.vocabulary), the one place they are spelt.
+# The contract words come from the SDK (breaker_panel.vocabulary), the one place they are spelt.
 if TYPE_CHECKING:  # mypy cannot read a Literal built from a tuple; pydantic can
     type OutcomeName = str
     type ReportedScope = str

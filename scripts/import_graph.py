@@ -14,13 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("breakers", "runs", "controlplane", "dashboard")
+# Each top-level package and the folder that holds it (the SDK is a distribution of its own).
+SOURCES = {
+    "breaker_panel": Path("sdk/python/src/breaker_panel"),
+    "runs": Path("runs"),
+    "breakers": Path("breakers"),
+    "controlplane": Path("controlplane"),
+}
+PACKAGES = tuple(SOURCES)
 # Bottom first: a module may import from its own layer and the layers below it, never above.
 LAYERS = (
-    ("sdk", ("breakers.sdk",)),
+    ("sdk", ("breaker_panel",)),
     ("runs", ("runs",)),
     ("breakers", ("breakers",)),
-    ("ui", ("controlplane.dashboard", "dashboard")),
+    ("ui", ("controlplane.dashboard",)),
     ("controlplane", ("controlplane",)),
 )
 # The UI is imported by the URLconf only (and by itself).
@@ -28,7 +35,7 @@ UI_PACKAGE, UI_IMPORTERS = "controlplane.dashboard", ("controlplane.urls",)
 # Test and benchmark support: what each folder may not import (its top-level package names).
 # The apps never import test code; bench/ shares what it needs with tests/ through scripts/testing/.
 FORBIDDEN = {
-    **{package: ("tests", "scripts", "bench") for package in PACKAGES},
+    **{str(folder): ("tests", "scripts", "bench") for folder in SOURCES.values()},
     "bench": ("tests",),
 }
 
@@ -49,14 +56,14 @@ def _in(module: str, package: str) -> bool:
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for package in PACKAGES:
-        base = root / package
+    for package, folder in SOURCES.items():
+        base = root / folder
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*.py")):
             if "migrations" in path.parts:
                 continue
-            parts = list(path.relative_to(root).with_suffix("").parts)
+            parts = [package, *path.relative_to(base).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             found[".".join(parts)] = path

@@ -79,14 +79,14 @@ def test_a_type_only_import_is_not_a_runtime_cycle_but_still_points_one_way(
         tmp_path,
         {
             "breakers/__init__.py": "",
-            "breakers/sdk/__init__.py": "",
-            "breakers/sdk/a.py": "from breakers.sdk import b\n",
-            "breakers/sdk/b.py": (
+            "sdk/python/src/breaker_panel/__init__.py": "",
+            "sdk/python/src/breaker_panel/a.py": "from breaker_panel import b\n",
+            "sdk/python/src/breaker_panel/b.py": (
                 "from typing import TYPE_CHECKING\n"
                 "if TYPE_CHECKING:\n"
-                "    from breakers.sdk import a\n"
+                "    from breaker_panel import a\n"
             ),
-            "breakers/models.py": "from breakers.sdk import a\n",
+            "breakers/models.py": "from breaker_panel import a\n",
             "controlplane/__init__.py": "",
             "controlplane/dashboard/__init__.py": "",
             "controlplane/dashboard/views.py": "from breakers import models\n",

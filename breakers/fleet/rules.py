@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from breakers.sdk.vocabulary import Outcome, State
+from breaker_panel.vocabulary import Outcome, State
 
 __all__ = [
     "AGENT_HOLDER_PREFIX",

@@ -27,6 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from breaker_panel.core import State
 from breakers.fleet.rules import (
     CauseKind,
     FleetPolicy,
@@ -36,7 +37,6 @@ from breakers.fleet.rules import (
     TrialMode,
     effective_state,
 )
-from breakers.sdk.core import State
 
 __all__ = [
     "AcquireResult",

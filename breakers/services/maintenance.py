@@ -11,10 +11,10 @@ from functools import partial
 from django.db import IntegrityError
 from django.db.models import Exists, OuterRef
 
+from breaker_panel.core import State
 from breakers.fleet.rules import OUT_STATES, CauseKind, Transition, TrialMode
 from breakers.fleet.store import FleetStore, ToolState, TrackedTransition
 from breakers.models import Incident, Tool
-from breakers.sdk.core import State
 from breakers.services.transitions import (
     epoch_ms,
     fleet_store,

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from breaker_panel.core import State
 from breakers.fleet.rules import Forced
 from breakers.fleet.store import FleetStore, ToolState
 from breakers.models import Tool, default_policy, ms_to_datetime
-from breakers.sdk.core import State
 from breakers.services.maintenance import fleet_rebuild
 from breakers.services.transitions import existing_tool, fleet_store, policy_of
 

@@ -13,6 +13,7 @@ from django.core.signals import setting_changed
 from django.db import transaction
 from django.utils import timezone
 
+from breaker_panel.core import State
 from breakers.alerts.creation import alerts_for_fleet_changes
 from breakers.fleet.rules import OUT_STATES, FleetPolicy, Forced
 from breakers.fleet.store import (
@@ -35,7 +36,6 @@ from breakers.models import (
     default_policy,
     ms_to_datetime,
 )
-from breakers.sdk.core import State
 from breakers.services.errors import UnknownToolError
 
 

@@ -35,10 +35,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from breakers.sdk import ControlPlane, ToolFailure
-from breakers.sdk.client import Run
-from breakers.sdk.integrations._runs import RunHandle
-from breakers.sdk.integrations.pydantic_ai import BreakerCapability
+from breaker_panel import ControlPlane, ToolFailure
+from breaker_panel.client import Run
+from breaker_panel.integrations._runs import RunHandle
+from breaker_panel.integrations.pydantic_ai import BreakerCapability
 from runs.simulation.replay import AGENT, MODEL, RunRecord, Stage, what_it_met
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import READ, SEARCH, Action, ResearchScript

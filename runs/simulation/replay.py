@@ -1,6 +1,6 @@
 """Replay the outage through the real SDK and the real HTTP ingest of a running control plane.
 
-Every run is a thread driving ``ResearchScript`` through a real ``breakers.sdk`` ``Run`` of one
+Every run is a thread driving ``ResearchScript`` through a real ``breaker_panel`` ``Run`` of one
 of ``scenario.workers`` ``ControlPlane`` clients. Simulated seconds are divided by ``speed``:
 sleeps are real, so the control plane sees events arrive as they would, only sooner. Figures
 returned here are in simulated seconds (real seconds x ``speed``).
@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from breakers.sdk import ControlPlane, ToolFailure
+from breaker_panel import ControlPlane, ToolFailure
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import READ, SEARCH, Action, ResearchScript
 

@@ -16,14 +16,14 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from breakers.sdk.notice import HEADER as NOTICE_HEADER
+from breaker_panel.notice import HEADER as NOTICE_HEADER
 
 __all__ = ("Action", "ResearchScript", "tools_the_notice_removes")
 
 SEARCH = "web_search"
 READ = "read_page"
 # The SDK's notice lists each removed tool as "- <name>: <why>" under its header
-# (breakers/sdk/notice.py); the model reads those lines, nothing else of it.
+# (sdk/python/src/breaker_panel/notice.py); the model reads those lines, nothing else of it.
 _REMOVED_LINE = re.compile(r"- (\S+?): ")
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from breakers.sdk import ControlPlane, ToolFailure
+from breaker_panel import ControlPlane, ToolFailure
 
 Events = list[dict[str, Any]]
 # status, JSON body (bytes: sent as they are), and optionally extra headers

@@ -1,6 +1,6 @@
 """For the MCP tests and benchmark: a flaky upstream on command, a gateway a real client talks to.
 
-The gateway and the upstreams are real processes (`python -m breakers.sdk.mcp_gateway`,
+The gateway and the upstreams are real processes (`python -m breaker_panel.mcp_gateway`,
 `python -m scripts.testing.mcp_upstream`); the client is the `mcp` package's own `Client`.
 Waits are for events (a notification, a port that answers), each with a deadline, never a
 fixed sleep.
@@ -63,7 +63,7 @@ def write_config(path: Path, servers: dict[str, Any], **options: Any) -> Path:
 
 
 def gateway_stdio(config: Path, *extra: str) -> StdioServerParameters:
-    args = ["-m", "breakers.sdk.mcp_gateway", "--config", str(config), *extra]
+    args = ["-m", "breaker_panel.mcp_gateway", "--config", str(config), *extra]
     return StdioServerParameters(command=PYTHON, args=args, cwd=str(ROOT))
 
 
@@ -156,7 +156,7 @@ def start_gateway_http(
     config: Path, processes: list[Process], tmp_path: Path, *extra: str
 ) -> Process:
     port = free_port()
-    args = ["-m", "breakers.sdk.mcp_gateway", "--config", str(config), "--http", str(port)]
+    args = ["-m", "breaker_panel.mcp_gateway", "--config", str(config), "--http", str(port)]
     process = Process([*args, *extra], tmp_path / f"gateway-{port}.log", port)
     processes.append(process)
     return process.wait_ready()

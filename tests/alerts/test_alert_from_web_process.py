@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from breaker_panel import ToolFailure
+from breaker_panel.client import ControlPlane
 from breakers.models import Alert, AlertChannel, AlertKind, AlertState
-from breakers.sdk import ToolFailure
-from breakers.sdk.client import ControlPlane
 from runs.models import AgentToken
 from scripts.testing.fake_slack import FakeSlackServer
 from scripts.testing.processes import CeleryWorkerProcess, WebServerProcess

@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from pytest_django import DjangoAssertNumQueries
 
-from breakers.sdk import ToolBreaker, ToolFailure
+from breaker_panel import ToolBreaker, ToolFailure
 from controlplane.dashboard import queries
 from runs.models import OutageReplay, Run
 from tests.dashboard.factories import (

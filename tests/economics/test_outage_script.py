@@ -74,7 +74,7 @@ def test_run_starts_put_the_story_s_runs_inside_the_window() -> None:
 
 
 def test_the_model_stops_asking_for_a_tool_the_notice_says_is_gone() -> None:
-    from breakers.sdk import ToolBreaker, ToolFailure
+    from breaker_panel import ToolBreaker, ToolFailure
 
     breaker = ToolBreaker()
     for _ in range(ToolBreaker.THRESHOLD):

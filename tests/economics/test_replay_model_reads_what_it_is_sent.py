@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk import ControlPlane
-from breakers.sdk.client import Run
-from breakers.sdk.worker import RunBreakers
+from breaker_panel import ControlPlane
+from breaker_panel.client import Run
+from breaker_panel.worker import RunBreakers
 from runs.simulation.replay import (
     SCOPES_BY_MODE,
     RunRecord,

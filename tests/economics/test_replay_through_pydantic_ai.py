@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from breakers.sdk import ControlPlane
+from breaker_panel import ControlPlane
 from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
 from runs.simulation.replay import (
     SCOPES_BY_MODE,

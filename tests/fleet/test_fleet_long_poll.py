@@ -15,10 +15,10 @@ import pytest
 import redis
 from django.test import Client
 
+from breaker_panel import ToolFailure
+from breaker_panel.client import ControlPlane
 from breakers import services
 from breakers.fleet_watch import FleetWatch
-from breakers.sdk import ToolFailure
-from breakers.sdk.client import ControlPlane
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
 

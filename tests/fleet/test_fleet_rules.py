@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from breaker_panel.core import Outcome, State
 from breakers.fleet.rules import (
     PROBE_HOLDER,
     CauseKind,
@@ -16,7 +17,6 @@ from breakers.fleet.rules import (
     OperatorActionKind,
     TrialMode,
 )
-from breakers.sdk.core import Outcome, State
 
 POLICY = FleetPolicy(threshold=5, cooldown_ms=30_000, max_cooldown_ms=100_000, min_workers=2)
 PROBED = FleetPolicy(

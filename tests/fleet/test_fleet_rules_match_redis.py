@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from breaker_panel.core import Outcome, State
 from breakers.fleet.rules import (
     AGENT_HOLDER_PREFIX,
     PROBE_HOLDER,
@@ -33,7 +34,6 @@ from breakers.fleet.store import (
     ToolState,
     TrackedTransition,
 )
-from breakers.sdk.core import Outcome, State
 from breakers.services import fleet_store
 
 WORKERS = st.sampled_from(["w1", "w2", "w3"])

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from breakers.sdk import ToolFailure
-from breakers.sdk.client import ControlPlane
+from breaker_panel import ToolFailure
+from breaker_panel.client import ControlPlane
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for

@@ -15,6 +15,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
+from breaker_panel.core import State
 from breakers.fleet.rules import FleetPolicy, Forced, OperatorActionKind
 from breakers.fleet.store import (
     FleetStore,
@@ -24,7 +25,6 @@ from breakers.fleet.store import (
     ToolState,
     redis_client,
 )
-from breakers.sdk.core import State
 from scripts.testing.processes import free_port
 from tests.waiting import wait_for
 

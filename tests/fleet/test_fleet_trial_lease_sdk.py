@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
+from breaker_panel import ToolFailure
+from breaker_panel.client import ControlPlane, Run
 from breakers.models import FleetTransition, Tool
-from breakers.sdk import ToolFailure
-from breakers.sdk.client import ControlPlane, Run
 from breakers.services import fleet_state as rebuild_if_lost
 from breakers.services import fleet_tick, tool_policy_update
 from runs.models import AgentToken

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from pytest_django.live_server_helper import LiveServer
 
-from breakers.sdk import ToolFailure
-from breakers.sdk.client import ControlPlane
-from breakers.sdk.client.ids import process_ids
+from breaker_panel import ToolFailure
+from breaker_panel.client import ControlPlane
+from breaker_panel.client.ids import process_ids
 from runs.models import AgentToken, IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall
 from runs.models import Worker as WorkerRow
 from scripts.testing.processes import WebServerProcess
@@ -239,7 +239,7 @@ def test_event_ids_are_unique_across_forked_processes() -> None:
 
 EXIT_SCRIPT = """
 import sys
-from breakers.sdk import ControlPlane
+from breaker_panel import ControlPlane
 plane = ControlPlane(sys.argv[1], token=sys.argv[2], worker_id="w-exit", flush_interval=60)
 run = plane.start_run(agent="research", run_id="r-exit")
 run.record_success("read_page")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import get_args
 
+from breaker_panel import vocabulary
 from breakers.models import AutoState
-from breakers.sdk import vocabulary
 from runs import models, schemas
 
 

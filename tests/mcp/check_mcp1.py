@@ -12,8 +12,8 @@ import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from breakers.sdk import ToolBreaker
-from breakers.sdk.integrations.mcp import guard_session
+from breaker_panel import ToolBreaker
+from breaker_panel.integrations.mcp import guard_session
 
 app = FastMCP("flaky1")
 calls = []
@@ -57,7 +57,7 @@ async def main() -> None:
         assert not b2.is_open("web_search")
         print("semantic isError does not open it")
     try:
-        import breakers.sdk.mcp_gateway.gateway  # noqa: F401
+        import breaker_panel.mcp_gateway.gateway  # noqa: F401
     except ImportError as exc:
         print("gateway refused:", exc)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk.mcp_gateway.__main__ import main
-from breakers.sdk.mcp_gateway.config import ConfigError, GatewayConfig
+from breaker_panel.mcp_gateway.__main__ import main
+from breaker_panel.mcp_gateway.config import ConfigError, GatewayConfig
 
 STDIO = {"command": "python", "args": ["-m", "server"]}
 

@@ -9,8 +9,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from breakers.sdk import ControlPlane, ToolBreaker, WorkerBreakers
-from breakers.sdk.integrations.mcp import guard_session
+from breaker_panel import ControlPlane, ToolBreaker, WorkerBreakers
+from breaker_panel.integrations.mcp import guard_session
 from scripts.testing.mcp_servers import Flaky
 from scripts.testing.mcp_upstream import build_server
 

@@ -22,7 +22,10 @@ MCP1_PYTHON = os.environ.get("MCP1_PYTHON") or str(ROOT / ".venv-mcp1/bin/python
 def test_guard_session_works_with_mcp_1x_and_the_gateway_refuses_it() -> None:
     done = subprocess.run(
         [MCP1_PYTHON, str(ROOT / "tests/mcp/check_mcp1.py")],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sdk/python/src")]),
+        },
         capture_output=True,
         text=True,
         timeout=120,

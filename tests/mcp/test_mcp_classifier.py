@@ -9,8 +9,8 @@ import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from breakers.sdk import ToolFailure
-from breakers.sdk.integrations.mcp import McpClassifier, refusal_result, result_is_error
+from breaker_panel import ToolFailure
+from breaker_panel.integrations.mcp import McpClassifier, refusal_result, result_is_error
 
 
 def result(text: str, *, error: bool = True) -> types.CallToolResult:

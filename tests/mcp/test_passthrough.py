@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from breakers.sdk.mcp_gateway.gateway import TIMINGS_ENV
-from breakers.sdk.mcp_gateway.passthrough import malformed
+from breaker_panel.mcp_gateway.gateway import TIMINGS_ENV
+from breaker_panel.mcp_gateway.passthrough import malformed
 from scripts.testing.mcp_servers import (
     Flaky,
     Notes,

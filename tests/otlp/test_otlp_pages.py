@@ -23,7 +23,7 @@ def test_the_run_page_shows_otlp_as_the_source_and_the_estimated_spend(
     page = admin_client.get(f"/runs/{run.pk}/").content.decode()
     assert 'data-source="otlp"' in page
     assert "(estimated)" in page
-    assert "needs the <code>breakers.sdk</code> SDK or an integration" in page
+    assert "needs the <code>breaker_panel</code> SDK or an integration" in page
     assert "<b>bold</b>" not in page  # agent-sent text is escaped
     listing = admin_client.get("/runs/").content.decode()
     assert "data-cost-estimated" in listing and "OTLP" in listing

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from breakers.sdk import Scope, State
+from breaker_panel import Scope, State
 
 
 class FakeClock:

@@ -17,7 +17,7 @@ import pydantic
 import pytest
 import requests
 
-from breakers.sdk import (
+from breaker_panel import (
     ControlPlane,
     Outcome,
     ToolBreaker,

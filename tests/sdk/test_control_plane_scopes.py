@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from breakers.sdk import ControlPlane, Scope, ToolFailure, tool_name
+from breaker_panel import ControlPlane, Scope, ToolFailure, tool_name
 from tests.sdk.support import FakeClock, chat_tools
 
 TOOLS = chat_tools("web_search", "calculator")

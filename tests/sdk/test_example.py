@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from breakers.sdk import example
+from breaker_panel import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_the_example_leaves_its_tools_array_untouched() -> None:
 
 def test_the_example_runs_as_a_module_without_django() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "breakers.sdk.example"],
+        [sys.executable, "-m", "breaker_panel.example"],
         cwd=ROOT,
         capture_output=True,
         text=True,

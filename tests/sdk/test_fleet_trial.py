@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk import (
+from breaker_panel import (
     ControlPlane,
     ExternalScope,
     RunBreakers,
@@ -31,7 +31,7 @@ from breakers.sdk import (
     WorkerBreakers,
     tool_name,
 )
-from breakers.sdk.client.fleet_sync import read_grant
+from breaker_panel.client.fleet_sync import read_grant
 from scripts.testing.events_server import JsonHandler, LocalServer
 from tests.sdk.support import FakeClock, chat_tools
 
@@ -554,7 +554,7 @@ def test_a_failed_request_is_logged_and_asked_again_on_the_next_poll(
     trial_server.half_open("web_search")
     trial_server.trial = answer
     run = plane.start_run(agent="research")
-    with caplog.at_level(logging.WARNING, logger="breakers.sdk.client"):
+    with caplog.at_level(logging.WARNING, logger="breaker_panel.client"):
         poll(plane)
     assert "trial lease for web_search not obtained" in caplog.text
     assert plane.fleet.trials() == {}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk import RunBreakers, ToolFailure, TrialLease, WorkerBreakers, tool_name
+from breaker_panel import RunBreakers, ToolFailure, TrialLease, WorkerBreakers, tool_name
 from tests.sdk.support import FakeClock, TransitionLog, chat_tools
 
 THREADS = 16

@@ -1,4 +1,4 @@
-"""An agent process imports breakers.sdk without Django or its settings."""
+"""An agent process imports breaker_panel without Django or its settings."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import breakers.sdk
+import breaker_panel
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CHECK = """
 import sys
-import breakers.sdk, breakers.sdk.example
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"django", "controlplane", "runs"})
+import breaker_panel, breaker_panel.example
+loaded = sorted(
+    m for m in sys.modules if m.split(".")[0] in {"django", "controlplane", "runs", "breakers"}
+)
 print(loaded)
 """
 
@@ -33,8 +35,8 @@ def test_importing_the_sdk_loads_no_django() -> None:
 
 
 def test_the_public_names_are_explicit_and_importable() -> None:
-    for name in breakers.sdk.__all__:
-        assert hasattr(breakers.sdk, name), name
+    for name in breaker_panel.__all__:
+        assert hasattr(breaker_panel, name), name
     assert {"ToolBreaker", "ToolFailure", "WorkerBreakers", "RunBreakers", "Outcome"} <= set(
-        breakers.sdk.__all__
+        breaker_panel.__all__
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from breakers.sdk import (
+from breaker_panel import (
     ControlPlane,
     ExternalScope,
     Removal,

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from breakers.sdk import Outcome, Scope, State, ToolBreaker, ToolFailure
+from breaker_panel import Outcome, Scope, State, ToolBreaker, ToolFailure
 from tests.sdk.support import FakeClock, TransitionLog
 
 DOWN = ToolFailure("503 from vendor", retryable=True, attempts=5)

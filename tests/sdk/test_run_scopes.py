@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from breakers.sdk import (
+from breaker_panel import (
     ExternalScope,
     Removal,
     RunBreakers,

@@ -14,10 +14,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "sdk"))
-import backend  # noqa: E402 - sdk/backend.py, the PEP 517 backend `make sdk` runs
+SDK = ROOT / "sdk" / "python"
 
-sys.path.remove(str(ROOT / "sdk"))
+
+PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+
+
+def build_wheel(out: Path) -> Path:
+    """What `make sdk` runs: the SDK's own pyproject through pip (hatchling comes from the lock,
+    so the build needs no index)."""
+    subprocess.run(
+        [*PIP_WHEEL, "--wheel-dir", str(out), str(SDK)],
+        check=True,
+        timeout=120,
+    )
+    (wheel,) = out.glob("breaker_panel_sdk-*.whl")
+    return wheel
 
 
 def readme_snippet() -> str:
@@ -28,18 +40,19 @@ def readme_snippet() -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    return out / backend.build_wheel(str(out))
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 def test_the_wheel_holds_the_sdk_and_nothing_of_the_server(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     packaged = {n for n in names if not n.startswith("breaker_panel_sdk-")}
-    assert "breakers/sdk/__init__.py" in packaged
-    assert "breakers/sdk/integrations/langchain.py" in packaged
-    assert "breakers/sdk/client/sender.py" in packaged  # subpackages too, found by rglob
-    assert all(name.startswith("breakers/sdk/") for name in packaged)  # no breakers/__init__.py
-    metadata = zipfile.ZipFile(wheel).read("breaker_panel_sdk-0.1.0.dist-info/METADATA").decode()
+    assert "breaker_panel/__init__.py" in packaged
+    assert "breaker_panel/integrations/langchain.py" in packaged
+    assert "breaker_panel/client/sender.py" in packaged  # subpackages too
+    assert "breaker_panel/py.typed" in packaged
+    assert all(name.startswith("breaker_panel/") for name in packaged)  # nothing of breakers/
+    (info,) = {n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")}
+    metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     requirements = [line for line in metadata.splitlines() if line.startswith("Requires-Dist")]
     assert requirements and all("; extra ==" in line for line in requirements)
     assert {"openai-agents", "langchain", "pydantic-ai", "mcp"} <= {
@@ -47,9 +60,15 @@ def test_the_wheel_holds_the_sdk_and_nothing_of_the_server(wheel: Path) -> None:
     }
 
 
+def test_the_metadata_has_no_relative_links(wheel: Path) -> None:
+    (info,) = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist() if ".dist-info/" in n}
+    metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
+    links = re.findall(r"\]\(([^)]+)\)", metadata)
+    assert all(link.startswith(("https://", "http://", "#")) for link in links), links
+
+
 def test_the_same_tree_builds_the_same_bytes(wheel: Path, tmp_path: Path) -> None:
-    again = tmp_path / backend.build_wheel(str(tmp_path))
-    assert again.read_bytes() == wheel.read_bytes()
+    assert build_wheel(tmp_path).read_bytes() == wheel.read_bytes()
 
 
 class BareVenv:
@@ -96,7 +115,7 @@ def test_the_readme_snippet_runs_as_written(bare: BareVenv) -> None:
 
 
 def test_importing_the_sdk_imports_no_framework(bare: BareVenv) -> None:
-    check = f"import sys, breakers.sdk; print(sorted(set(sys.modules) & set({FRAMEWORKS!r})))"
+    check = f"import sys, breaker_panel; print(sorted(set(sys.modules) & set({FRAMEWORKS!r})))"
     assert bare.run("-c", check).stdout.strip() == "[]"
 
 
@@ -106,6 +125,6 @@ def test_an_integration_without_its_framework_names_the_extra(bare: BareVenv) ->
         ("openai_agents", "openai-agents"),
         ("pydantic_ai", "pydantic-ai"),
     ):
-        result = bare.run("-c", f"import breakers.sdk.integrations.{module}", check=False)
+        result = bare.run("-c", f"import breaker_panel.integrations.{module}", check=False)
         assert result.returncode == 1
         assert "DidNotEnable" in result.stderr and f"breaker-panel-sdk[{extra}]" in result.stderr

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk import ControlPlane
+from breaker_panel import ControlPlane
 from scripts.testing.events_server import ScriptedServer, accepted
 from tests.waiting import wait_for
 
@@ -43,7 +43,7 @@ def test_a_refused_batch_is_dropped_counted_and_later_events_still_go(
     run = plane.start_run(agent="research")
     refused = event_ids(plane)
     plane.start()
-    with caplog.at_level(logging.ERROR, logger="breakers.sdk.client"):
+    with caplog.at_level(logging.ERROR, logger="breaker_panel.client"):
         wait_for(lambda: plane.stats.dropped == 1)
         run.record_success("web_search")
         run.finish()
@@ -104,7 +104,7 @@ def test_a_malformed_200_counts_as_acknowledged_and_sending_goes_on(
     plane = new_plane(server.url, start=False)
     run = plane.start_run(agent="research")
     plane.start()
-    with caplog.at_level(logging.WARNING, logger="breakers.sdk.client"):
+    with caplog.at_level(logging.WARNING, logger="breaker_panel.client"):
         assert plane.flush(timeout=3)
         run.record_success("web_search")
         assert plane.close(timeout=3)
@@ -144,7 +144,7 @@ def test_an_unexpected_exception_is_logged_and_both_threads_carry_on(
     serve: Callable[..., ScriptedServer], caplog: pytest.LogCaptureFixture
 ) -> None:
     server = serve(lambda events, nth: accepted(events))
-    with caplog.at_level(logging.ERROR, logger="breakers.sdk.client"):
+    with caplog.at_level(logging.ERROR, logger="breaker_panel.client"):
         plane = FlakyPlane(
             server.url,
             token="bp_test",

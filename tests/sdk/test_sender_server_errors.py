@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk import ControlPlane
+from breaker_panel import ControlPlane
 from scripts.testing.events_server import (
     FLEET,
     Answer,
@@ -53,7 +53,7 @@ def test_a_server_that_500s_on_one_event_type_keeps_delivering_everything_else(
     bad = [event["id"] for event in sent if event["type"] == "breaker.transition"]
     assert len(bad) == 2 and len(sent) == 40  # one batch: the bad events are in it
 
-    with caplog.at_level(logging.ERROR, logger="breakers.sdk.client"):
+    with caplog.at_level(logging.ERROR, logger="breaker_panel.client"):
         plane.start()
         assert plane.flush(timeout=30)
         requests = len(server.batches)
@@ -93,7 +93,7 @@ def test_a_drop_report_the_server_cannot_take_is_given_up_not_the_events_carryin
     play_run(plane, calls=2)  # 8 events into a buffer of 5: 3 dropped
     sent = [event["id"] for event in plane.buffered()]
     assert plane.stats.dropped == 3
-    with caplog.at_level(logging.ERROR, logger="breakers.sdk.client"):
+    with caplog.at_level(logging.ERROR, logger="breaker_panel.client"):
         plane.start()
         assert plane.flush(timeout=30)
         assert plane.close(timeout=5)

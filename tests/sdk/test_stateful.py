@@ -13,7 +13,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from breakers.sdk import (
+from breaker_panel import (
     RunBreakers,
     ToolBreaker,
     ToolFailure,

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from breakers.sdk import (
+from breaker_panel import (
     BUDGET_FRACTION_LIMIT,
     StepBudgetWarning,
     ToolBreaker,

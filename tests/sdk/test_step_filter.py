@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from breakers.sdk import ToolBreaker, ToolFailure
-from breakers.sdk.toolsets import StepFilter, filter_tools
+from breaker_panel import ToolBreaker, ToolFailure
+from breaker_panel.toolsets import StepFilter, filter_tools
 
 NAMES = ["web_search", "fetch_url", "calculator", "lookup", "translate"]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from breakers.sdk.client.transport import Transport
+from breaker_panel.client.transport import Transport
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from breakers.sdk import ControlPlane
-from breakers.sdk.client.transport import Transport
+from breaker_panel import ControlPlane
+from breaker_panel.client.transport import Transport
 from scripts.testing.events_server import FLEET, JsonHandler, LocalServer, accepted
 from tests.waiting import wait_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from breakers.sdk import Scope, State, ToolFailure, TrialLease, WorkerBreakers
+from breaker_panel import Scope, State, ToolFailure, TrialLease, WorkerBreakers
 from tests.sdk.support import FakeClock, TransitionLog
 
 DOWN = ToolFailure("503 from vendor", retryable=True, attempts=5)

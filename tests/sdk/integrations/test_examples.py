@@ -12,7 +12,7 @@ from pydantic_ai import models
 def test_the_example_removes_the_failing_tool_and_ends_with_an_answer(framework: str) -> None:
     allowed = models.ALLOW_MODEL_REQUESTS
     try:
-        lines = importlib.import_module(f"breakers.sdk.examples.{framework}").main()
+        lines = importlib.import_module(f"breaker_panel.examples.{framework}").main()
     finally:
         models.ALLOW_MODEL_REQUESTS = allowed
     assert lines[:4] == [

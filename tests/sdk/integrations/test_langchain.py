@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
-from breakers.sdk import ControlPlane, ToolBreaker, WorkerBreakers
-from breakers.sdk.integrations.langchain import BreakerMiddleware
+from breaker_panel import ControlPlane, ToolBreaker, WorkerBreakers
+from breaker_panel.integrations.langchain import BreakerMiddleware
 
 
 class ScriptedChat(BaseChatModel):

@@ -12,8 +12,8 @@ import pytest
 from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from breakers.sdk import ControlPlane, ToolBreaker, ToolFailure, WorkerBreakers
-from breakers.sdk.integrations.openai_agents import protect
+from breaker_panel import ControlPlane, ToolBreaker, ToolFailure, WorkerBreakers
+from breaker_panel.integrations.openai_agents import protect
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -14,8 +14,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from breakers.sdk import ControlPlane, ToolBreaker, WorkerBreakers
-from breakers.sdk.integrations.pydantic_ai import breaker_capabilities
+from breaker_panel import ControlPlane, ToolBreaker, WorkerBreakers
+from breaker_panel.integrations.pydantic_ai import breaker_capabilities
 
 pytestmark = pytest.mark.usefixtures("no_model_requests")
 

@@ -1,0 +1,183 @@
+"""The gateway's config file: which upstream MCP servers to front, and the breaker's settings.
+
+A JSON object. `servers` (or `mcpServers`, so a Claude Desktop block can be pasted as is) maps
+a name to `{"command", "args", "env", "cwd"}` (stdio) or `{"url", "headers"}` (streamable HTTP).
+Every mistake is a `ConfigError` that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from breaker_panel.integrations.mcp import DEFAULT_RETRYABLE_PATTERNS, McpClassifier
+
+__all__ = ["PREFIX_MODES", "BreakerSettings", "ConfigError", "GatewayConfig", "UpstreamConfig"]
+
+PREFIX_MODES = ("collisions", "always", "never")
+# Tool names that every client accepts (OpenAI's function names are the strictest).
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ConfigError(ValueError):
+    """The config file is not usable; the message names the field."""
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio"
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    threshold: int = 5
+    cooldown: float = 30.0
+    max_cooldown: float = 300.0
+    retryable_patterns: tuple[str, ...] = DEFAULT_RETRYABLE_PATTERNS
+    # How often the offered set is re-checked for changes no call or fleet sync reveals
+    # (a cooldown that has elapsed).
+    check_interval: float = 1.0
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    servers: tuple[UpstreamConfig, ...]
+    prefix: str = "collisions"
+    separator: str = "__"
+    call_timeout: float = 60.0
+    connect_timeout: float = 30.0
+    agent: str = "mcp-gateway"
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+
+    @classmethod
+    def load(cls, path: str | Path) -> GatewayConfig:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from exc
+        except ValueError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GatewayConfig:
+        data = _object(data, "the config")
+        _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
+                     "connect_timeout", "agent", "breaker"}, "the config")  # fmt: skip
+        raw = data.get("servers", data.get("mcpServers"))
+        servers = _object(raw, "servers")
+        if not servers:
+            raise ConfigError("servers: name at least one upstream MCP server")
+        prefix = data.get("prefix", "collisions")
+        if prefix not in PREFIX_MODES:
+            raise ConfigError(f"prefix must be one of {list(PREFIX_MODES)}, got {prefix!r}")
+        separator = data.get("separator", "__")
+        if not isinstance(separator, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,4}", separator):
+            raise ConfigError("separator must be 1-4 characters among letters, digits, _ and -")
+        agent = data.get("agent", "mcp-gateway")
+        if not isinstance(agent, str) or not 0 < len(agent) <= 200:
+            raise ConfigError("agent must be a string of 1-200 characters")
+        return cls(
+            servers=tuple(_upstream(name, spec) for name, spec in servers.items()),
+            prefix=prefix,
+            separator=separator,
+            call_timeout=_positive(data, "call_timeout", 60.0, "call_timeout"),
+            connect_timeout=_positive(data, "connect_timeout", 30.0, "connect_timeout"),
+            agent=agent,
+            breaker=_breaker(data.get("breaker", {})),
+        )
+
+
+def _upstream(name: str, spec: Any) -> UpstreamConfig:
+    where = f"servers.{name}"
+    if not _NAME.match(name):
+        raise ConfigError(f"{where}: a server name is 1-64 letters, digits, _ or -")
+    spec = _object(spec, where)
+    _only(spec, {"command", "args", "env", "cwd", "url", "headers"}, where)
+    if ("command" in spec) == ("url" in spec):
+        raise ConfigError(f"{where}: give either command (stdio) or url (streamable HTTP)")
+    if "url" in spec:
+        url = spec["url"]
+        if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
+            raise ConfigError(f"{where}.url must be an http(s):// URL")
+        return UpstreamConfig(name, url=url, headers=_strings(spec, "headers", where))
+    command = spec["command"]
+    if not isinstance(command, str) or not command:
+        raise ConfigError(f"{where}.command must be a non-empty string")
+    args = spec.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(f"{where}.args must be a list of strings")
+    cwd = spec.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ConfigError(f"{where}.cwd must be a string")
+    return UpstreamConfig(
+        name, command=command, args=tuple(args), env=_strings(spec, "env", where), cwd=cwd
+    )
+
+
+def _breaker(data: Any) -> BreakerSettings:
+    data = _object(data, "breaker")
+    _only(data, {"threshold", "cooldown", "max_cooldown", "retryable_patterns",
+                 "check_interval"}, "breaker")  # fmt: skip
+    threshold = data.get("threshold", 5)
+    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
+        raise ConfigError("breaker.threshold must be a whole number of at least 1")
+    patterns = data.get("retryable_patterns", list(DEFAULT_RETRYABLE_PATTERNS))
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise ConfigError("breaker.retryable_patterns must be a list of regular expressions")
+    try:
+        McpClassifier(patterns)
+    except ValueError as exc:
+        raise ConfigError(f"breaker.{exc}") from exc
+    cooldown = _positive(data, "cooldown", 30.0, "breaker.cooldown")
+    max_cooldown = _positive(data, "max_cooldown", max(300.0, cooldown), "breaker.max_cooldown")
+    if max_cooldown < cooldown:
+        raise ConfigError("breaker.max_cooldown must be at least breaker.cooldown")
+    return BreakerSettings(
+        threshold=threshold,
+        cooldown=cooldown,
+        max_cooldown=max_cooldown,
+        retryable_patterns=tuple(patterns),
+        check_interval=_positive(data, "check_interval", 1.0, "breaker.check_interval"),
+    )
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a JSON object")
+    return value
+
+
+def _only(data: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r} (allowed: {sorted(allowed)})")
+
+
+def _strings(spec: dict[str, Any], key: str, where: str) -> dict[str, str]:
+    value = spec.get(key, {})
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConfigError(f"{where}.{key} must map strings to strings")
+    return dict(value)
+
+
+def _positive(data: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{where} must be a number of seconds above 0")
+    return float(value)

@@ -1,0 +1,464 @@
+"""The gateway: upstream MCP servers behind one MCP server whose tool list follows the breaker.
+
+Every `tools/call` goes through the breaker: an open tool is answered at once with an isError
+result carrying the notice, anything else is relayed to its upstream as plain JSON-RPC (see
+passthrough.py) and its outcome classified and recorded. After each call, each fleet sync and
+every `check_interval`, the offered set is computed again; when it changed, every client
+session is sent `notifications/tools/list_changed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from breaker_panel.mcp_gateway import require_mcp
+
+require_mcp()  # before the mcp imports: mcp 1.x would fail them with a less helpful error
+
+import mcp.types as types  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import get_default_environment, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.server import Server  # noqa: E402
+from mcp.server.lowlevel.server import NotificationOptions  # noqa: E402
+from mcp.server.models import InitializationOptions  # noqa: E402
+from mcp.server.session import ServerSession  # noqa: E402
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
+
+from breaker_panel.core import ToolFailure  # noqa: E402
+from breaker_panel.integrations.mcp import McpClassifier  # noqa: E402
+from breaker_panel.mcp_gateway.breaking import GatewayBreakers  # noqa: E402
+from breaker_panel.mcp_gateway.config import GatewayConfig, UpstreamConfig  # noqa: E402
+from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
+    RawLink,
+    RawStdioLink,
+    StdioFront,
+    UnknownTool,
+    malformed,
+)
+
+__all__ = ["Gateway", "Upstream"]
+
+logger = logging.getLogger("breaker_panel.mcp_gateway")
+
+CONNECTION_CLOSED = -32000
+_CLIENT_INFO = types.Implementation(name="breaker-panel-mcp", version="0.1.0")
+_NOTIFY_TIMEOUT = 5.0  # a client that stops reading must not hold up the others
+# Benchmarks only: a file to write the gateway's own time per stdio fast-path call into, at exit.
+TIMINGS_ENV = "BREAKER_MCP_GATEWAY_TIMINGS"
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    """An isError CallToolResult as JSON (what a refusal or a failed call answers)."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+class Upstream:
+    """One upstream MCP server: kept connected (reconnecting with backoff), its tools cached.
+
+    Its last known tools stay listed while it is down: calls to them fail fast as retryable,
+    so the breaker, not a missing entry, takes them away from the clients.
+    """
+
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        *,
+        on_tools: Callable[[], Awaitable[None]],
+        passthrough: bool = True,
+    ) -> None:
+        self.config = config
+        self.passthrough = passthrough
+        self.name = config.name
+        self.tools: list[types.Tool] = []
+        self.client: Client | None = None
+        self.link: RawLink | RawStdioLink | None = None  # what tools/call takes, while connected
+        self.attempted = anyio.Event()  # the first connection attempt is over (either way)
+        self._on_tools = on_tools
+        self._wake = anyio.Event()
+        self._restart = False
+        self._stale = False
+
+    async def run(self) -> None:
+        delay = 0.5
+        while True:
+            self._restart = False
+            link = self._link()
+            try:
+                async with self._client(link) as client:
+                    self.client, self.link = client, link
+                    await self._load_tools(client)
+                    delay = 0.5
+                    self.attempted.set()
+                    await self._serve(client)
+            except Exception as exc:  # noqa: BLE001 - any failure of the link means: reconnect
+                logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, exc, delay)
+            finally:
+                self.client = self.link = None
+            self.attempted.set()
+            await anyio.sleep(delay)
+            delay = min(30.0, delay * 2)
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        marks: list[float] | None = None,
+        *,
+        raw: bool = True,
+    ) -> Any:
+        """`tools/call` relayed as is: the upstream's result as JSON, not yet checked; with
+        `raw=False` through the SDK's client session, as a validated CallToolResult."""
+        client, link = self.client, self.link
+        if client is None or link is None:
+            raise ConnectionError(f"upstream {self.name} is not connected")
+        params: dict[str, Any] = {"name": tool}
+        if arguments is not None:
+            params["arguments"] = arguments
+        try:
+            if not raw:
+                return await client.call_tool(tool, arguments)
+            return await link.call(params, marks)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._drop(client)
+            raise
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            self._drop(client)
+            raise
+
+    def _drop(self, client: Client) -> None:
+        """The link of `client` is broken: connect again (unless that was done already)."""
+        if client is self.client:
+            self._restart = True
+            self._wake.set()
+
+    async def _serve(self, client: Client) -> None:
+        while not self._restart:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            if self._stale:
+                self._stale = False
+                await self._load_tools(client)
+
+    async def _load_tools(self, client: Client) -> None:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.tools = tools
+        await self._on_tools()
+
+    async def _on_message(self, message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method == "notifications/tools/list_changed":
+            self._stale = True  # reloaded by the upstream's own task, not this reader
+            self._wake.set()
+
+    def _link(self) -> RawLink | RawStdioLink:
+        config = self.config
+        if config.url:
+            http = create_mcp_http_client(headers=config.headers or None)
+            return RawLink(streamable_http_client(config.url, http_client=http))
+        if self.passthrough and sys.platform != "win32":
+            env = get_default_environment() | config.env  # what the SDK's stdio client passes
+            return RawStdioLink(config.command, config.args, env, config.cwd)
+        # The SDK's own transport: on Windows (it spawns a job object), and without passthrough.
+        params = StdioServerParameters(
+            command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
+        )
+        return RawLink(stdio_client(params))
+
+    def _client(self, link: RawLink | RawStdioLink) -> Client:
+        # "legacy": the initialize handshake every MCP server speaks, and change notifications
+        # on the session itself.
+        return Client(
+            link,
+            mode="legacy",
+            client_info=_CLIENT_INFO,
+            message_handler=self._on_message,
+            cache=None,
+        )
+
+
+class _GatewayServer(Server[Any]):
+    # The streamable HTTP manager asks for default options: say that tools/list changes.
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class Gateway:
+    """Fronts `config.servers`; `breakers` decides what is offered and what may be called."""
+
+    def __init__(
+        self, config: GatewayConfig, breakers: GatewayBreakers, *, passthrough: bool = True
+    ) -> None:
+        self.config = config
+        self.breakers = breakers
+        # False: every tools/call through the SDK's models on both hops (the slower path the
+        # passthrough replaced; kept to compare with, and as a way out).
+        self.passthrough = passthrough
+        self.classifier = McpClassifier(config.breaker.retryable_patterns)
+        self.upstreams = [
+            Upstream(c, on_tools=self._tools_changed, passthrough=passthrough)
+            for c in config.servers
+        ]
+        self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
+        self.tools: dict[str, types.Tool] = {}
+        self.offered: frozenset[str] = frozenset()
+        self.notifications_sent = 0
+        self.bus = InMemorySubscriptionBus()
+        self.server = _GatewayServer(
+            "breaker-panel-mcp",
+            version="0.1.0",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self.bus),
+        )
+        # The SDK's OpenTelemetry middleware is a no-op without an exporter, yet it costs on
+        # every message of a hop that exists only to add a breaker.
+        self.server.middleware = []
+        # A ServerSession is a per-request proxy: keep the latest one per client connection,
+        # for as long as that connection lives.
+        self._sessions: weakref.WeakKeyDictionary[Any, ServerSession | StdioFront] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
+        self._changed = anyio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self, serve: Callable[[Gateway], Awaitable[None]]) -> None:
+        """Connect the upstreams, then `serve(self)` until it returns; then shut down."""
+        self._loop = asyncio.get_running_loop()
+        async with anyio.create_task_group() as group:
+            for upstream in self.upstreams:
+                group.start_soon(upstream.run)
+            with anyio.move_on_after(self.config.connect_timeout):
+                for upstream in self.upstreams:
+                    await upstream.attempted.wait()
+            for upstream in self.upstreams:
+                if upstream.client is None:
+                    logger.warning("upstream %s is not connected yet", upstream.name)
+            await self.refresh(notify=False)
+            group.start_soon(self._watch)
+            await serve(self)
+            # The client is gone; a stdio client kills us a few seconds after closing our
+            # stdin, so deliver what the control plane has not seen before the upstreams close.
+            await anyio.to_thread.run_sync(self.breakers.close)
+            group.cancel_scope.cancel()
+
+    def wake(self) -> None:
+        """Thread-safe: re-check the offered set now (the fleet state changed)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._changed.set)
+
+    async def serve_stdio(self) -> None:
+        """Serve one client on stdin/stdout, with the fast path for `tools/call` (passthrough.py);
+        the SDK's own stdio transport when stdin or stdout is not a pipe (a file, say)."""
+        options = self.server.create_initialization_options()
+        if not (self.passthrough and StdioFront.usable()):
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                await self.server.run(read, write, options)
+            return
+        path = os.environ.get(TIMINGS_ENV)
+        front = StdioFront(self.call_raw, timings=[] if path else None)
+        # Its one client hears list_changed from the front, whether or not it listed first.
+        self._front = self._sessions[front] = front
+        try:
+            await front.serve(self.server, options)
+        finally:
+            if path and front.timings is not None:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.writelines(
+                        " ".join(f"{v:.9f}" for v in row) + "\n" for row in front.timings
+                    )
+
+    def http_app(self, host: str) -> Any:
+        return self.server.streamable_http_app(host=host)
+
+    # -- the offered set ---------------------------------------------------------------------
+
+    async def refresh(self, *, notify: bool = True) -> frozenset[str]:
+        """Compute the offered set; if it changed, tell every client session."""
+        offered = self.breakers.offered(self.tools)  # no await: one consistent read
+        if offered == self.offered:
+            return offered
+        self.offered = offered
+        if notify:
+            await self._notify()
+        return offered
+
+    async def _watch(self) -> None:
+        while True:
+            with anyio.move_on_after(self.config.breaker.check_interval):
+                await self._changed.wait()
+            self._changed = anyio.Event()
+            await self.refresh()
+
+    async def _notify(self) -> None:
+        self.notifications_sent += 1
+        logger.info("offered tools changed: %s", ", ".join(sorted(self.offered)))
+        async with anyio.create_task_group() as group:  # a slow client delays nobody else
+            for connection, session in list(self._sessions.items()):
+                group.start_soon(self._notify_one, connection, session)
+        await self.bus.publish(ToolsListChanged())  # 2026-07-28 clients: subscriptions/listen
+
+    async def _notify_one(self, connection: Any, session: ServerSession | StdioFront) -> None:
+        try:
+            with anyio.fail_after(_NOTIFY_TIMEOUT):
+                await session.send_tool_list_changed()
+        except Exception as exc:  # noqa: BLE001 - a gone client must not stop the others
+            logger.info("dropping a client session that cannot be notified: %s", exc)
+            self._sessions.pop(connection, None)
+
+    async def _tools_changed(self) -> None:
+        self._build_catalog()
+        await self.refresh()
+
+    def _build_catalog(self) -> None:
+        counts = Counter(tool.name for upstream in self.upstreams for tool in upstream.tools)
+        catalog: dict[str, tuple[Upstream, str]] = {}
+        tools: dict[str, types.Tool] = {}
+        for upstream in self.upstreams:
+            for tool in upstream.tools:
+                exposed = self._exposed_name(upstream, tool.name, counts[tool.name])
+                if exposed in catalog:
+                    logger.warning(
+                        "tool %s of %s hidden: %s already has that name (set prefix)",
+                        tool.name, upstream.name, catalog[exposed][0].name,
+                    )  # fmt: skip
+                    continue
+                catalog[exposed] = (upstream, tool.name)
+                tools[exposed] = tool.model_copy(update={"name": exposed})
+        self.catalog, self.tools = catalog, tools
+
+    def _exposed_name(self, upstream: Upstream, name: str, count: int) -> str:
+        mode = self.config.prefix
+        if mode == "always" or (mode == "collisions" and count > 1):
+            return f"{upstream.name}{self.config.separator}{name}"
+        return name
+
+    # -- the MCP handlers --------------------------------------------------------------------
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        self._remember(ctx)
+        offered = await self.refresh()
+        return types.ListToolsResult(tools=[t for n, t in self.tools.items() if n in offered])
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """The SDK's path (streamable HTTP, per-request-era clients): the same relay, its
+        result read into the SDK's model, which is the check for a malformed one here."""
+        self._remember(ctx)
+        try:
+            result = await self.relay(params.name, params.arguments, _as_model)
+        except UnknownTool as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return _as_model(result)
+
+    async def call_raw(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
+        """The stdio fast path: `params` of a `tools/call` in, its result as JSON out."""
+        return await self.relay(params["name"], params.get("arguments"), _checked, marks)
+
+    async def relay(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        check: Callable[[Any], Any],
+        marks: list[float] | None = None,
+    ) -> Any:
+        """One `tools/call` through the breaker: refused with the notice when the tool is open,
+        else relayed and its outcome recorded. `check(result)` returns what to answer with, or
+        raises if the upstream's result is malformed (a retryable failure)."""
+        entry = self.catalog.get(name)
+        if entry is None:
+            raise UnknownTool(f"unknown tool: {name[:100]!r}")
+        record = self.breakers.begin(name)
+        if record.refused:
+            await self.refresh()  # the client listed before this tool went away
+            return _error_result(record.notice or "")
+        finished = False
+        try:
+            result, failure = await self._pass_on(entry, arguments, check, marks)
+            record.finish(failure)
+            finished = True
+        finally:
+            if not finished:  # cancelled by the client: the call says nothing of the tool
+                record.abandon()
+        await self.refresh()
+        return result
+
+    async def _pass_on(
+        self,
+        entry: tuple[Upstream, str],
+        arguments: dict[str, Any] | None,
+        check: Callable[[Any], Any],
+        marks: list[float] | None,
+    ) -> tuple[Any, ToolFailure | None]:
+        upstream, tool = entry
+        timeout = self.config.call_timeout
+        try:
+            with anyio.fail_after(timeout):
+                raw = await upstream.call(tool, arguments, marks, raw=self.passthrough)
+        except TimeoutError:
+            failure = ToolFailure(f"no answer from {upstream.name} within {timeout:g} s")
+        except Exception as exc:  # noqa: BLE001 - every upstream failure is the call's outcome
+            failure = self.classifier.error(exc)
+        else:
+            try:
+                result = check(raw)
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                message = str(exc).splitlines()[0][:200]
+                failure = ToolFailure(f"{upstream.name} sent a malformed result: {message}")
+            else:
+                return result, self.classifier.result(raw)
+        return _error_result(f"{tool} failed: {failure.message}"), failure
+
+    def _remember(self, ctx: Any) -> None:
+        if self._front is not None:
+            return
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            session = ctx.session
+            self._sessions[getattr(session, "_connection", session)] = session
+
+
+def _as_model(result: Any) -> types.CallToolResult:
+    if isinstance(result, types.CallToolResult):
+        return result
+    return types.CallToolResult.model_validate(result)
+
+
+def _checked(result: Any) -> Any:
+    problem = malformed(result)
+    if problem is not None:
+        raise ValueError(problem)
+    return result

@@ -537,6 +537,9 @@ class RunBreakers:
                     continue
                 if not is_offered(name):
                     continue
+                if isinstance(source, ExternalScope):
+                    # Offered while the scope holds it: this worker may ask for its trial.
+                    source.note_offered(name)
                 if self._may_try(source, name, status):
                     trying.add(name)
                 else:

@@ -192,10 +192,11 @@ BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
 BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
 BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
-# Who counts towards min_workers: distinct "workers" (worker id; the default, works with one
-# token shared by the fleet) or distinct agent "tokens" (one token per host: a token cannot
-# forge the quorum by making up worker ids). See docs/decisions.md, trust model.
-FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
+# Who counts towards min_workers: distinct agent "tokens" (the default: a token, bound to its
+# worker or not, counts once, so one token cannot forge the quorum by making up worker ids) or
+# distinct "workers" (worker ids: an opt-in for a fleet that shares one token, which any holder
+# of the token can then forge). See docs/api.md, trust model, and docs/adr.
+FLEET_QUORUM = envstr("FLEET_QUORUM", "tokens")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
 # An outcome that happened this long before a tool's last transition is stale and ignored by the

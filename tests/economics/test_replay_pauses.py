@@ -72,14 +72,13 @@ def test_the_pages_measure_a_paused_replay_on_its_own_clock(
         if mode == "fail-fast":
             records.append(record)
 
-    with replay_token() as (token, raw), stalled_ingest_in("fail-fast") as on_mode:
+    with replay_token() as (token, _), stalled_ingest_in("fail-fast") as on_mode:
         summaries = simulate_modes(
             modes=["none", "fail-fast"],
             scenario=STORY,
             speed=SPEED,
             url=live_server.url,
             token=token,
-            raw_token=raw,
             on_mode=on_mode,
             on_run=on_run,
         )

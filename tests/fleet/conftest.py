@@ -89,11 +89,32 @@ def run_started(run_id: str) -> dict[str, Any]:
 Report = Callable[..., dict[str, Any]]
 
 
+def bound_token(worker: str) -> str:
+    """A new agent token bound to ``worker``: with the default token quorum, each counts once."""
+    return AgentToken.issue(name=f"agent {worker}", worker_id=worker)[1]
+
+
 @pytest.fixture
-def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report:
-    """Post ``tool.call`` outcomes for one tool from ``worker`` through ``POST /api/v1/events``
-    (a fresh run per call of this helper; ``trial`` flags them as made under a trial lease);
-    returns the JSON reply."""
+def worker_token(db: None) -> Callable[[str], str]:
+    """The token of a worker, issued on first use and bound to it: one token per worker, as a
+    deployment protected by the default token quorum has, so each counts once."""
+    tokens: dict[str, str] = {}
+
+    def token_of(worker: str) -> str:
+        if worker not in tokens:
+            tokens[worker] = bound_token(worker)
+        return tokens[worker]
+
+    return token_of
+
+
+@pytest.fixture
+def report(
+    client: Client, worker_token: Callable[[str], str], fleet_redis: redis.Redis
+) -> Report:
+    """Post ``tool.call`` outcomes for one tool from ``worker`` (with its own bound token)
+    through ``POST /api/v1/events`` (a fresh run per call of this helper; ``trial`` flags them
+    as made under a trial lease); returns the JSON reply."""
 
     def post(
         worker: str,
@@ -119,7 +140,7 @@ def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report
             "/api/v1/events",
             {"worker_id": worker, "events": batch},
             content_type="application/json",
-            headers={"Authorization": f"Bearer {agent_token}"},
+            headers={"Authorization": f"Bearer {worker_token(worker)}"},
         )
         assert response.status_code == 200, response.content
         return response.json()

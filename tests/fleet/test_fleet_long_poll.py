@@ -21,6 +21,7 @@ from breakers import services
 from breakers.fleet_watch import FleetWatch
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
+from tests.fleet.conftest import bound_token
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "web_search"}},
@@ -54,9 +55,9 @@ def names(tools: list[dict[str, Any]]) -> list[str]:
     return [tool["function"]["name"] for tool in tools]
 
 
-def _open_from_two_workers(url: str, token: str) -> None:
+def _open_from_two_workers(url: str) -> None:
     for worker, failures in (("worker-a", 3), ("worker-c", 2)):
-        plane = ControlPlane(url, token=token, worker_id=worker, fleet_wait=0)
+        plane = ControlPlane(url, token=bound_token(worker), worker_id=worker, fleet_wait=0)
         run = plane.start_run(agent="research", step_budget=20)
         for _ in range(failures):
             run.record_failure("web_search", ToolFailure("503 from vendor", retryable=True))
@@ -80,7 +81,7 @@ def test_an_opening_is_pushed_to_a_waiting_worker(
         assert plane_b.flush()
         eventually(lambda: plane_b.fleet_sync.server_waits, "B's first long-poll to be held")
         assert names(run_b.available(TOOLS)) == ["web_search", "calculator"]
-        _open_from_two_workers(pushing_server.url, token)
+        _open_from_two_workers(pushing_server.url)
         eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
         assert run_b.removals()["web_search"].scope == "fleet"
     finally:
@@ -104,7 +105,7 @@ def test_a_server_that_does_not_hold_requests_is_polled(
         eventually(lambda: plane_b.stats.fleet_polls >= 2, "B to poll")
         assert not plane_b.fleet_sync.server_waits
         assert plane_b.fleet_sync.next_poll_delay() == 0.05
-        _open_from_two_workers(polling_server.url, token)
+        _open_from_two_workers(polling_server.url)
         eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
     finally:
         plane_b.close()

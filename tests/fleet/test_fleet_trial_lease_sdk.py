@@ -22,8 +22,8 @@ from breaker_panel.client import ControlPlane, Run
 from breakers.models import FleetTransition, Tool
 from breakers.services import fleet_state as rebuild_if_lost
 from breakers.services import fleet_tick, tool_policy_update
-from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
+from tests.fleet.conftest import bound_token
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,16 +68,19 @@ def planes(
     # Rebuild the (emptied) fleet store now: otherwise the planes' first polls make the web
     # server rebuild it while the test writes the tool's policy, and the policy can be lost.
     rebuild_if_lost()
-    token = AgentToken.issue(name="agents")[1]
     options: dict[str, Any] = {
-        "token": token,
         "flush_interval": 0.05,
         "fleet_poll_interval": 0.05,
         "trial_retry_interval": 0.2,
         "timeout": 5.0,
     }
-    plane_a = ControlPlane(web_server.url, worker_id="worker-a", **options)
-    plane_b = ControlPlane(web_server.url, worker_id="worker-b", **options)
+    # One token per worker, bound to it: the default quorum counts tokens.
+    plane_a = ControlPlane(
+        web_server.url, token=bound_token("worker-a"), worker_id="worker-a", **options
+    )
+    plane_b = ControlPlane(
+        web_server.url, token=bound_token("worker-b"), worker_id="worker-b", **options
+    )
     yield plane_a, plane_b
     for plane in (plane_a, plane_b):
         plane.close(timeout=5)

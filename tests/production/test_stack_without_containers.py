@@ -104,9 +104,9 @@ def test_a_replay_runs_end_to_end_and_metrics_match_the_database(
     ready = _wait_ready(web)
     assert ready["http_status"] == 200, ready
 
-    with replay_token() as (token, raw):
+    with replay_token() as (token, _):
         [summary] = simulate_modes(
-            modes=["fleet"], scenario=SMALL, speed=SPEED, url=web.url, token=token, raw_token=raw
+            modes=["fleet"], scenario=SMALL, speed=SPEED, url=web.url, token=token
         )
     runs = Run.objects.all()
     assert runs.count() == len(SMALL.run_starts())

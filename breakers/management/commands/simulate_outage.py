@@ -107,7 +107,6 @@ class Command(BaseCommand):
                     speed=options["speed"],
                     url=options["url"],
                     token=token,
-                    raw_token=raw,
                     on_run=progress.run_done,
                     on_mode=progress.mode_started,
                     fleet_push=options["fleet_sync"] == "push",

@@ -191,6 +191,11 @@ class ExternalScope:
                     wanted.append((name, status))
         return wanted
 
+    def offers_a_lease_trial(self) -> bool:
+        """Is a tool this worker's runs offer half-open for an agent's trial?"""
+        with self._lock:
+            return any(is_lease_trial(self._states.get(name)) for name in self._offered)
+
     def _wants_lease(self, name: str, status: ScopeState | None, now: float) -> bool:
         """Would `trials_to_request()` ask for `name` now (under the lock; offered already)?"""
         if status is None or not is_lease_trial(status):

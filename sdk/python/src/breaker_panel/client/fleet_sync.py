@@ -220,12 +220,11 @@ class FleetSync:
 
     def _wait_now(self) -> float:
         """How long to ask the server to hold this poll: the full ``wait``, except while a
-        half-open tool may want its trial asked for (or asked again) at the polling cadence."""
+        half-open tool this worker's runs offer may want its trial asked for (or asked again)
+        at the polling cadence."""
         if not self.wait:
             return 0.0
-        if not self.may_ask_for_trials():
-            return self.wait
-        if any(s.state is State.HALF_OPEN for s in self.fleet.snapshot().values()):
+        if self.may_ask_for_trials() and self.fleet.offers_a_lease_trial():
             return min(self.wait, self.poll_interval)
         return self.wait
 

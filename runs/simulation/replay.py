@@ -481,9 +481,7 @@ def play_hand_written(stage: Stage, plane: ControlPlane, rng: random.Random) -> 
 
 def replay_worker_ids(*, scenario: Scenario, mode: str, prefix: str | None = None) -> list[str]:
     """The worker ids of one mode's replay workers, in order."""
-    return [
-        f"{prefix or f'{AGENT}-{mode}-'}worker-{i + 1}" for i in range(scenario.workers)
-    ]
+    return [f"{prefix or f'{AGENT}-{mode}-'}worker-{i + 1}" for i in range(scenario.workers)]
 
 
 def replay_mode(

@@ -109,9 +109,7 @@ def worker_token(db: None) -> Callable[[str], str]:
 
 
 @pytest.fixture
-def report(
-    client: Client, worker_token: Callable[[str], str], fleet_redis: redis.Redis
-) -> Report:
+def report(client: Client, worker_token: Callable[[str], str], fleet_redis: redis.Redis) -> Report:
     """Post ``tool.call`` outcomes for one tool from ``worker`` (with its own bound token)
     through ``POST /api/v1/events`` (a fresh run per call of this helper; ``trial`` flags them
     as made under a trial lease); returns the JSON reply."""

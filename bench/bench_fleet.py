@@ -423,7 +423,13 @@ def main() -> None:
                 held = args.workers + 1
                 # Connections per request: 2 x (held + 4) threads each keeping one would pass
                 # PostgreSQL's default max_connections (100).
-                server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held), "DB_CONN_MAX_AGE": "0"}
+                # One bench token plays every worker: the opt-in worker quorum (the default
+                # counts tokens, and one token would never open the breaker).
+                server_env = env | {
+                    "BREAKER_FLEET_MAX_WAITERS": str(held),
+                    "DB_CONN_MAX_AGE": "0",
+                    "FLEET_QUORUM": "workers",
+                }
                 report += [
                     f"{args.workers} workers (B) besides A; gunicorn 2 x {held + 4} threads\n",
                     "| fleet sync | measured from | samples | p50 ms | p99 ms | max ms |",

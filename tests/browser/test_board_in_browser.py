@@ -61,10 +61,14 @@ Agent = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def agent(live_server: Any, fleet_redis: redis.Redis) -> Agent:
-    """Report one run of tool calls from a worker through the live server's ingest API."""
-    _, token = AgentToken.issue(name="browser-test-agents")
+    """Report one run of tool calls from a worker through the live server's ingest API, each
+    worker with its own token bound to it (the default quorum counts tokens)."""
+    tokens: dict[str, str] = {}
 
     def report(worker_id: str, tool: str, *outcomes: str) -> dict[str, Any]:
+        if worker_id not in tokens:
+            tokens[worker_id] = AgentToken.issue(name=f"agent {worker_id}", worker_id=worker_id)[1]
+        token = tokens[worker_id]
         run_id = f"r-browser-{next(_ids)}"
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         events: list[dict[str, Any]] = [

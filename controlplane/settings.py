@@ -194,7 +194,8 @@ BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
 # Who counts towards min_workers: distinct "workers" (worker id; the default, works with one
 # token shared by the fleet) or distinct agent "tokens" (one token per host: a token cannot
-# forge the quorum by making up worker ids). See docs/decisions.md, trust model.
+# forge the quorum by making up worker ids). See
+# docs/adr/0107-the-fleet-quorum-counts-distinct-worker.md.
 FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")

@@ -442,8 +442,8 @@ def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
     By default (``FLEET_QUORUM = "tokens"``) each token is one voter, so a token cannot make up
     workers: a token bound to a worker counts as that worker (its id, readable on the pages;
     ingest has checked it is the one named), any other token as ``token:<pk>`` whatever worker
-    ids it sends. With the opt-in ``"workers"`` every worker id counts (docs/api.md, trust
-    model).
+    ids it sends. With the opt-in ``"workers"`` every worker id counts
+    (docs/adr/XXXX-quorum-counts-tokens-by-default.md).
     """
     if token is None or settings.FLEET_QUORUM == "workers":
         return worker_id

@@ -154,6 +154,8 @@ class FleetSync:
 
     def nudge(self) -> None:
         """Ask for the wanted trial leases at once (any thread; never waits on the network)."""
+        if self.thread is None:
+            return  # not started (``start=False``): whoever drives the polls asks
         with self._lock:
             if self._nudged or self.fleet.clock() < self._quiet_until:
                 return  # one is on its way, or the last request failed a moment ago

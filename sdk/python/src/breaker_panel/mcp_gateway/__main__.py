@@ -12,14 +12,10 @@ from collections.abc import Sequence
 
 import anyio
 
-from breaker_panel.mcp_gateway.breaking import (
-    FleetBreakers,
-    GatewayBreakers,
-    GatewayPlane,
-    LocalBreakers,
-)
 from breaker_panel.mcp_gateway.config import ConfigError, GatewayConfig
 from breaker_panel.mcp_gateway.gateway import Gateway
+from breaker_panel.mcp_gateway.plane import GatewayPlane
+from breaker_panel.per_call import FleetBreakers, LocalBreakers, PerCallBreakers
 from breaker_panel.worker import WorkerBreakers
 
 TOKEN_ENV = "BREAKER_PANEL_TOKEN"
@@ -72,7 +68,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> GatewayBreakers:
+def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> PerCallBreakers:
     settings = config.breaker
     if not args.control_plane:
         worker = WorkerBreakers(

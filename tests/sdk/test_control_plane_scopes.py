@@ -1,4 +1,4 @@
-"""ControlPlane(scopes=...): which breakers may remove a tool from the plane's runs.
+"""PlaneConfig(scopes=...): which breakers may remove a tool from a ControlPlane's runs.
 
 No server is needed: the plane is built without its background threads (``start=False``) and
 fed fleet snapshots the way its poll thread would.
@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from breaker_panel import ControlPlane, Scope, ToolFailure, tool_name
+from breaker_panel import ControlPlane, PlaneConfig, Scope, ToolFailure
+from breaker_panel.toolsets import tool_name
 from tests.sdk.support import FakeClock, chat_tools
 
 TOOLS = chat_tools("web_search", "calculator")
@@ -25,7 +26,12 @@ def make_plane(clock: FakeClock) -> Iterator[MakePlane]:
 
     def make(scopes: Iterable[str]) -> ControlPlane:
         plane = ControlPlane(
-            "http://127.0.0.1:9", token="t", worker_id="w", clock=clock, scopes=scopes, start=False
+            "http://127.0.0.1:9",
+            token="t",
+            worker_id="w",
+            config=PlaneConfig(scopes=scopes),
+            clock=clock,
+            start=False,
         )
         planes.append(plane)
         return plane
@@ -85,4 +91,10 @@ def test_with_fleet_scope_the_fleet_state_removes_it(make_plane: MakePlane) -> N
 @pytest.mark.parametrize("scopes", [["run", "planet"], ["Fleet"], [""]])
 def test_an_unknown_scope_is_a_value_error(scopes: list[str]) -> None:
     with pytest.raises(ValueError, match="scopes must be among"):
-        ControlPlane("http://127.0.0.1:9", token="t", worker_id="w", scopes=scopes, start=False)
+        ControlPlane(
+            "http://127.0.0.1:9",
+            token="t",
+            worker_id="w",
+            config=PlaneConfig(scopes=scopes),
+            start=False,
+        )

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import anyio
 
+from breaker_panel.client import PlaneConfig
 from breaker_panel.mcp_gateway.config import ConfigError, GatewayConfig
 from breaker_panel.mcp_gateway.gateway import Gateway
 from breaker_panel.mcp_gateway.plane import GatewayPlane
@@ -82,11 +83,13 @@ def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> PerCallBr
         args.control_plane,
         token=args.token,
         worker_id=worker_id[:200],
-        threshold=settings.threshold,
-        cooldown=settings.cooldown,
-        max_cooldown=settings.max_cooldown,
-        fleet_poll_interval=args.fleet_poll_interval,
-        fleet_wait=args.fleet_wait,
+        config=PlaneConfig(
+            threshold=settings.threshold,
+            cooldown=settings.cooldown,
+            max_cooldown=settings.max_cooldown,
+            fleet_poll_interval=args.fleet_poll_interval,
+            fleet_wait=args.fleet_wait,
+        ),
     )
     return FleetBreakers(plane, agent=config.agent)
 

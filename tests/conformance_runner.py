@@ -603,6 +603,8 @@ def play_event_step(target: PlaneScope, case: dict[str, Any], step: dict[str, An
             target.available(label, step["tools"])
         elif action == "fleet":
             target.fleet(step["body"], step["source"])
+        elif action == "advance":
+            target.clock.advance(step["seconds"])
         else:
             raise CaseError(f"unknown action {action!r}")
 

@@ -98,3 +98,15 @@ def test_an_unknown_scope_is_a_value_error(scopes: list[str]) -> None:
             config=PlaneConfig(scopes=scopes),
             start=False,
         )
+
+
+def test_a_config_names_its_scopes_in_one_order_whatever_collection_it_was_given() -> None:
+    given = PlaneConfig(scopes=(name for name in ["fleet", "run", "fleet"]))
+    assert given.scopes == ("run", "fleet")
+    assert given == PlaneConfig(scopes={"run", "fleet"})
+    assert PlaneConfig().scopes == ("run", "worker", "fleet")
+
+
+def test_a_single_scope_name_is_not_taken_for_a_collection_of_letters() -> None:
+    with pytest.raises(ValueError, match="a collection of scope names"):
+        PlaneConfig(scopes="fleet")

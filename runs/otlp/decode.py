@@ -245,7 +245,7 @@ def _uint64(value: object, field: str) -> int:
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _UINT64_MAX:
         return value
-    raise ValueError(f"{field} must be an unsigned 64-bit integer (a string of digits in JSON)")
+    raise ValueError(f"{field} must be a non-negative integer below 2^64 (digits in JSON)")
 
 
 def _text(value: object) -> str:

@@ -213,9 +213,8 @@ def _span_problem(span: SpanRecord, kind: str) -> str | None:
         if unix_ns >= _MAX_TS_NS:
             return f"{name} must be before {MAX_TS:%Y-%m-%d} (UTC)"
     conversation = span.attributes.get("gen_ai.conversation.id")
-    if isinstance(conversation, str):
-        if problem := _text_problem(conversation[:MAX_ID_CHARS]):
-            return f"gen_ai.conversation.id {problem}"
+    if isinstance(conversation, str) and (problem := _text_problem(conversation[:MAX_ID_CHARS])):
+        return f"gen_ai.conversation.id {problem}"
     if kind == "agent":
         name, source = _agent_name(span)
         if problem := _text_problem(name):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from runs.models import ModelCall, Run, ToolCall
@@ -182,20 +183,29 @@ def test_a_bad_agent_name_or_conversation_id_rejects_its_span_alone_also_on_rese
 
 
 BAD_RESOURCES = [
-    pytest.param({"service.instance.id": LONG}, "service.instance.id", id="long-instance"),
-    pytest.param({"service.instance.id": PLACEHOLDER}, "service.instance.id", id="bad-instance"),
-    pytest.param({"service.name": LONG}, "service.name", id="long-service-no-instance"),
-    pytest.param({"host.name": "h" * 500, "process.pid": 7}, "host.name", id="long-host"),
-    pytest.param(
-        {"service.instance.id": "w-9", "service.name": PLACEHOLDER},
-        "service.name",
-        id="bad-service-name",
-    ),  # fmt: skip
+    ({"service.instance.id": LONG}, "service.instance.id", "long-instance"),
+    ({"service.instance.id": PLACEHOLDER}, "service.instance.id", "bad-instance"),
+    ({"service.name": LONG}, "service.name", "long-service-no-instance"),
+    ({"host.name": "h" * 500, "process.pid": 7}, "host.name", "long-host"),
+    ({"service.instance.id": "w-9", "service.name": PLACEHOLDER}, "service.name", "bad-service"),
 ]
 
 
-@pytest.mark.parametrize(("resource", "attribute"), BAD_RESOURCES)
-@pytest.mark.parametrize(("encoding", "bad"), BAD_TEXT)
+def _resource_cases() -> list[Any]:
+    """Each bad resource in both encodings, and with each bad text where it holds one."""
+    cases = []
+    for resource, attribute, name in BAD_RESOURCES:
+        texts = BAD_TEXT if PLACEHOLDER in resource.values() else BAD_TEXT[:2]
+        for text in texts:
+            encoding, bad = text.values
+            case_id = (
+                f"{name}-{text.id}" if PLACEHOLDER in resource.values() else f"{name}-{encoding}"
+            )
+            cases.append(pytest.param(resource, attribute, encoding, bad, id=case_id))
+    return cases
+
+
+@pytest.mark.parametrize(("resource", "attribute", "encoding", "bad"), _resource_cases())
 def test_a_bad_resource_between_good_ones_is_rejected_alone(
     post_spans: PostSpans,
     post_json: PostJson,
@@ -218,3 +228,46 @@ def test_a_bad_resource_between_good_ones_is_rejected_alone(
     assert not ModelCall.objects.exists()
     assert sorted(Run.objects.values_list("worker__worker_id", flat=True)) == ["w-1", "w-3"]
     assert_no_half_written_run()
+
+
+@pytest.fixture
+def refuse_agent_in_the_database() -> None:
+    """A PostgreSQL trigger that refuses (as a data error) to name a run ``refused-by-db``: a
+    failure of the run corrections that the receiver's own checks cannot foresee. Created in
+    the test's transaction, so it goes with it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """CREATE FUNCTION pg_temp.refuse_agent() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.agent = 'refused-by-db' THEN
+                    RAISE EXCEPTION 'refused by the test' USING ERRCODE = '22000';
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER refuse_agent BEFORE UPDATE ON runs_run
+                FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_agent();"""
+        )
+
+
+@pytest.mark.usefixtures("refuse_agent_in_the_database")
+def test_a_worker_whose_run_correction_fails_writes_nothing_and_the_others_land(
+    post_spans: PostSpans,
+) -> None:
+    # The corrections (source, agent name, end) run in the ingest's transaction: when they fail
+    # the worker's events go too, rather than a run left half-written as "sdk".
+    refused, kept = trace_id(9), trace_id(10)
+    spans = [
+        tool_span(refused, "lost", resource={"service.instance.id": "w-refused"}),
+        agent_span(refused, name="refused-by-db", resource={"service.instance.id": "w-refused"}),
+        tool_span(kept, "kept", resource={"service.instance.id": "w-kept"}),
+        agent_span(kept, name="fine", resource={"service.instance.id": "w-kept"}),
+    ]
+    response = post_spans(spans)
+    assert response.status_code == 200
+    rejected, message = response.partial
+    assert rejected == 2 and "database refused" in message
+    run = Run.objects.get()
+    assert (run.worker.worker_id, run.agent, run.source, run.status) == (
+        "w-kept", "fine", "otlp", "completed",
+    )  # fmt: skip
+    assert list(ToolCall.objects.values_list("tool", flat=True)) == ["kept"]

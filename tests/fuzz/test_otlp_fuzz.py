@@ -380,6 +380,7 @@ def stored() -> dict[str, int]:
     }
 
 
+@pytest.mark.timeout(900)
 @FUZZ
 @given(export=exports(), encoding=st.sampled_from([JSON, PROTOBUF]))
 def test_any_export_is_answered_without_a_server_error_and_each_span_lands_whole_or_not_at_all(
@@ -409,6 +410,7 @@ def test_any_export_is_answered_without_a_server_error_and_each_span_lands_whole
     assert stored() == counts
 
 
+@pytest.mark.timeout(900)
 @FUZZ
 @given(
     body=st.one_of(

@@ -271,3 +271,27 @@ def test_a_worker_whose_run_correction_fails_writes_nothing_and_the_others_land(
         "w-kept", "fine", "otlp", "completed",
     )  # fmt: skip
     assert list(ToolCall.objects.values_list("tool", flat=True)) == ["kept"]
+
+
+def test_each_rejected_span_is_counted_once_by_its_position_in_the_export(
+    post_spans: PostSpans,
+) -> None:
+    # The first span is unreadable (a zero trace id), the second is refused by the ingest: two
+    # rejections, not one (they were once counted by two different numberings, both 0).
+    unreadable = tool_span("00" * 16)
+    refused = tool_span(trace_id(11), "web\x00search")
+    response = post_spans([unreadable, refused, tool_span(trace_id(11), "fetch")])
+    rejected, message = response.partial
+    assert rejected == 2
+    assert message.startswith("span 0: traceId") and "span 1: tool.call" in message
+    assert list(ToolCall.objects.values_list("tool", flat=True)) == ["fetch"]
+
+
+def test_a_json_id_with_spaces_is_not_read_as_a_shorter_id(post_json: PostJson) -> None:
+    # bytes.fromhex skips spaces: 32 characters with two spaces would be a 15-byte trace id.
+    document = json.loads(json_body([tool_span(trace_id(12))]))
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "5b 8e " + "ab" * 13
+    response = post_json(json.dumps(document).encode())
+    rejected, message = response.partial
+    assert rejected == 1 and "traceId must be 32 hex digits" in message
+    assert not Run.objects.exists()

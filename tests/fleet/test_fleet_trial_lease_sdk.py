@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from breaker_panel import ToolFailure
-from breaker_panel.client import ControlPlane, Run
+from breaker_panel.client import ControlPlane, PlaneConfig, Run
 from breaker_panel.client.plane import MAX_TRIAL_WAIT
 from breakers.models import FleetTransition, Tool
 from breakers.services import fleet_state as rebuild_if_lost
@@ -71,18 +71,15 @@ def planes(
     # Rebuild the (emptied) fleet store now: otherwise the planes' first polls make the web
     # server rebuild it while the test writes the tool's policy, and the policy can be lost.
     rebuild_if_lost()
-    options: dict[str, Any] = {
-        "flush_interval": 0.05,
-        "fleet_poll_interval": 0.05,
-        "trial_retry_interval": 0.2,
-        "timeout": 5.0,
-    }
+    config = PlaneConfig(
+        flush_interval=0.05, fleet_poll_interval=0.05, trial_retry_interval=0.2, timeout=5.0
+    )
     # One token per worker, bound to it: the default quorum counts tokens.
     plane_a = ControlPlane(
-        web_server.url, token=bound_token("worker-a"), worker_id="worker-a", **options
+        web_server.url, token=bound_token("worker-a"), worker_id="worker-a", config=config
     )
     plane_b = ControlPlane(
-        web_server.url, token=bound_token("worker-b"), worker_id="worker-b", **options
+        web_server.url, token=bound_token("worker-b"), worker_id="worker-b", config=config
     )
     yield plane_a, plane_b
     for plane in (plane_a, plane_b):
@@ -267,9 +264,7 @@ def test_a_worker_whose_runs_never_offer_the_tool_never_asks_for_its_trial(
         web_server.url,
         token=bound_token("calculator-1"),
         worker_id="calculator-1",
-        flush_interval=0.05,
-        fleet_poll_interval=0.05,
-        trial_retry_interval=0.2,
+        config=PlaneConfig(flush_interval=0.05, fleet_poll_interval=0.05, trial_retry_interval=0.2),
     )
     try:
         plane_a, plane_b = planes

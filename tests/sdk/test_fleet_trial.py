@@ -22,17 +22,17 @@ import pytest
 
 from breaker_panel import (
     ControlPlane,
-    ExternalScope,
+    PlaneConfig,
     RunBreakers,
     Scope,
-    ScopeState,
     State,
     ToolFailure,
     WorkerBreakers,
-    tool_name,
 )
 from breaker_panel.client.fleet_sync import read_grant
 from breaker_panel.client.plane import MAX_TRIAL_WAIT
+from breaker_panel.external_scope import ExternalScope, ScopeState
+from breaker_panel.toolsets import tool_name
 from scripts.testing.events_server import JsonHandler, LocalServer
 from tests.sdk.support import FakeClock, chat_tools
 from tests.waiting import wait_for
@@ -472,7 +472,12 @@ def trial_server() -> Iterator[TrialServer]:
 @pytest.fixture
 def plane(trial_server: TrialServer, clock: FakeClock) -> Iterator[ControlPlane]:
     plane = ControlPlane(
-        trial_server.url, token="bp_test", worker_id="w 1/a", clock=clock, timeout=2, start=False
+        trial_server.url,
+        token="bp_test",
+        worker_id="w 1/a",
+        config=PlaneConfig(timeout=2),
+        clock=clock,
+        start=False,
     )
     yield plane
     plane.close(timeout=0)
@@ -635,14 +640,17 @@ def test_an_offer_counts_for_offer_memory_seconds(fleet: ExternalScope, clock: F
     assert fleet.trials_to_request() == []
 
 
+# A poll thread that would sleep ten minutes between polls (the scripted server never holds a
+# poll): only a nudge makes it ask sooner.
+SLEEPY = PlaneConfig(timeout=2, fleet_poll_interval=600)
+
+
 def test_a_run_offering_a_half_open_tool_gets_its_lease_asked_for_at_once(
     trial_server: TrialServer,
 ) -> None:
     trial_server.half_open("web_search")
     trial_server.trial = granted()
-    plane = ControlPlane(
-        trial_server.url, token="bp_test", worker_id="w-1", timeout=2, fleet_poll_interval=600
-    )
+    plane = ControlPlane(trial_server.url, token="bp_test", worker_id="w-1", config=SLEEPY)
     try:
         wait_for(lambda: "web_search" in plane.fleet.snapshot(), "the first poll")
         first = plane.start_run(agent="research")
@@ -658,9 +666,7 @@ def test_a_run_start_can_wait_for_the_lease_and_make_the_trial_itself(
 ) -> None:
     trial_server.fleet = {"version": 2, "tools": {"web_search": {"state": "open"}}}
     trial_server.trial = granted()
-    plane = ControlPlane(
-        trial_server.url, token="bp_test", worker_id="w-1", timeout=2, fleet_poll_interval=600
-    )
+    plane = ControlPlane(trial_server.url, token="bp_test", worker_id="w-1", config=SLEEPY)
     try:
         wait_for(lambda: "web_search" in plane.fleet.snapshot(), "the first poll")
         with plane.start_run(agent="research") as earlier:
@@ -698,7 +704,11 @@ def test_no_request_for_a_probe_or_without_fleet_scope(
     poll(with_fleet)
     trial_server.half_open("web_search")
     without = ControlPlane(
-        trial_server.url, token="t", worker_id="w", scopes=["run", "worker"], start=False
+        trial_server.url,
+        token="t",
+        worker_id="w",
+        config=PlaneConfig(scopes=["run", "worker"]),
+        start=False,
     )
     unaware = without.start_run(agent="research")
     poll(without)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import pytest
@@ -14,9 +15,50 @@ from runs.fleet_interface import AcceptedToolCall
 from runs.ingest_fleet import fleet_updater
 from runs.models import FleetBacklog, ToolCall
 from scripts.testing.processes import free_port
-from tests.ingest.conftest import PostBatch, event
 
 pytestmark = pytest.mark.django_db
+
+PostBatch = Callable[..., Any]  # the ingest tests' ``post_batch`` fixture
+_ids = itertools.count(1)
+
+
+def run_started(run_id: str) -> dict[str, Any]:
+    return {
+        "id": f"wiring-rs-{next(_ids)}",
+        "type": "run.started",
+        "ts": "2026-11-29T09:12:04Z",
+        "run_id": run_id,
+        "agent": "research",
+    }
+
+
+def tool_call(run_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"wiring-tc-{next(_ids)}",
+        "type": "tool.call",
+        "ts": "2026-11-29T09:12:05Z",
+        "run_id": run_id,
+        "step": 1,
+        "tool": "web_search",
+        "outcome": "retryable",
+        "attempts": 5,
+        "error": "ToolFailure: 503 from vendor",
+        **fields,
+    }
+
+
+def model_call(run_id: str) -> dict[str, Any]:
+    return {
+        "id": f"wiring-mc-{next(_ids)}",
+        "type": "model.call",
+        "ts": "2026-11-29T09:12:06Z",
+        "run_id": run_id,
+        "step": 1,
+        "model": "gpt-test",
+        "input_tokens": 10,
+        "output_tokens": 2,
+        "cost_usd": 0.01,
+    }
 
 
 class RecordingFleet:
@@ -49,7 +91,7 @@ def recording_fleet(settings: Settings) -> Iterator[list[AcceptedToolCall]]:
 def test_without_a_fleet_ingest_runs_alone(post_batch: PostBatch, settings: Settings) -> None:
     settings.INGEST_FLEET_UPDATER = "runs.fleet_interface.NoFleet"
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # no fleet store to reach
-    events = [event("run.started", run_id="r-alone"), event("tool.call", run_id="r-alone")]
+    events = [run_started("r-alone"), tool_call("r-alone")]
 
     response = post_batch({"worker_id": "w1", "events": events})
 
@@ -64,9 +106,9 @@ def test_ingest_hands_the_named_updater_each_new_tool_call_once(
     post_batch: PostBatch, recording_fleet: list[AcceptedToolCall]
 ) -> None:
     events = [
-        event("run.started", run_id="r-hand"),
-        event("tool.call", id="tc-hand", run_id="r-hand", trial=True),
-        event("model.call", run_id="r-hand"),
+        run_started("r-hand"),
+        tool_call("r-hand", id="tc-hand", trial=True),
+        model_call("r-hand"),
     ]
     first = post_batch({"worker_id": "w1", "events": events})
     again = post_batch({"worker_id": "w1", "events": events})

@@ -81,11 +81,13 @@ async def mcp_session(config: Path, relist: str) -> AsyncIterator[Driver]:
         if holder:
             await holder[0].on_message(message)
 
-    async with stdio_client(gateway_stdio(config)) as (read, write):
-        async with ClientSession(read, write, message_handler=handler) as session:
-            await session.initialize()
-            holder.append(SessionDriver(session, relist))
-            yield holder[0]
+    async with (
+        stdio_client(gateway_stdio(config)) as (read, write),
+        ClientSession(read, write, message_handler=handler) as session,
+    ):
+        await session.initialize()
+        holder.append(SessionDriver(session, relist))
+        yield holder[0]
 
 
 class AgentsDriver(Driver):
@@ -204,7 +206,7 @@ async def _comes_back(driver: Driver, opened: float, cooldown: float) -> float |
     """A new task every 50 ms (a new scripted model): the first that calls the tool and succeeds."""
     deadline = opened + cooldown * 4 + 10
     while time.monotonic() < deadline:
-        offered, called, outcome = await Model(driver).turn()
+        _, _, outcome = await Model(driver).turn()
         if outcome == "ok":
             return time.monotonic() - opened
         await anyio.sleep(0.05)

@@ -146,3 +146,101 @@ def test_an_operators_force_open_hides_the_tool_on_the_gateway(
         ("web_search", "success"),
     ]
     assert [c.step for c in calls] == [1, 2, 3]
+
+
+def tool_state() -> str:
+    try:
+        return str(Tool.objects.get(name="web_search").state)
+    finally:
+        connection.close()
+
+
+def tick_until(state: str) -> None:
+    from breakers.tasks import fleet_tick
+
+    def ticked() -> bool:
+        fleet_tick()
+        return tool_state() == state
+
+    wait_for(ticked, f"web_search {state}", interval=0.05)
+
+
+def open_it() -> None:
+    """Five retryable calls from other workers open web_search at fleet scope."""
+    from breakers.services import fleet_record_tool_calls
+    from scripts.testing.fleet_calls import Call
+
+    try:
+        calls = [Call(f"e{i}", "web_search", f"w{i}", "retryable") for i in range(5)]
+        assert fleet_record_tool_calls(calls=calls)[0].to_state == "open"
+    finally:
+        connection.close()
+
+
+def test_a_half_open_tools_trial_is_one_client_call_on_one_gateway_of_two(
+    web_server: WebServerProcess,
+    transactional_db: None,
+    fleet_redis: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    from breakers.models import ToolPolicy
+
+    tool = Tool.objects.create(name="web_search")
+    ToolPolicy.objects.create(tool=tool, cooldown_seconds=0.5)  # no probe: an agent's call tries
+    agent_token = AgentToken.issue(name="gateways")[1]
+    upstreams = [Flaky(tmp_path / f"flaky-{i}.json") for i in range(2)]
+    gateways = [
+        gateway_stdio(
+            write_config(tmp_path / f"gateway-{i}.json", {"search": up.stdio()}, agent="desk"),
+            *("--control-plane", web_server.url, "--token", agent_token),
+            *("--worker-id", f"gateway-{i}", "--fleet-poll-interval", "0.2"),
+        )
+        for i, up in enumerate(upstreams)
+    ]
+    seen_both = []
+
+    async def scenario() -> None:
+        notes = [Notes(), Notes()]
+        async with connect(gateways[0], notes[0]) as one, connect(gateways[1], notes[1]) as two:
+            clients = [one, two]
+            for client in clients:
+                assert "web_search" in await tool_names(client)
+            await anyio.to_thread.run_sync(open_it)
+            for client in clients:
+                with anyio.fail_after(30):
+                    while "web_search" in await tool_names(client):
+                        await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(tick_until, "half_open")
+
+            # The fleet's one trial lease: one gateway offers the tool, never both at once.
+            holder = None
+            with anyio.fail_after(30):
+                while holder is None:
+                    offers = [("web_search" in await tool_names(c)) for c in clients]
+                    seen_both.append(all(offers))
+                    if any(offers):
+                        holder = offers.index(True)
+                    await anyio.sleep(0.02)
+            other = 1 - holder
+            for _ in range(10):  # a while later, still only one
+                offers = [("web_search" in await tool_names(c)) for c in clients]
+                seen_both.append(all(offers))
+                await anyio.sleep(0.05)
+            refused = await clients[other].call_tool("web_search", {"text": "q"})
+            assert refused.is_error and "did not run" in refused.content[0].text  # type: ignore[union-attr]
+            assert upstreams[other].calls("web_search") == 0
+
+            # The trial is the holder's client call, the one real call of the window.
+            trial = await clients[holder].call_tool("web_search", {"text": "q"})
+            assert not trial.is_error
+            assert upstreams[holder].calls("web_search") == 1
+            with anyio.fail_after(30):
+                while await anyio.to_thread.run_sync(tool_state) != "closed":
+                    await anyio.sleep(0.05)
+            with anyio.fail_after(30):  # closed: both offer it again
+                while "web_search" not in await tool_names(clients[other]):
+                    await anyio.sleep(0.05)
+            assert not (await clients[other].call_tool("web_search", {"text": "q"})).is_error
+
+    anyio.run(scenario)
+    assert not any(seen_both), "both gateways offered the half-open tool at once"

@@ -168,10 +168,10 @@ def tick_until(state: str) -> None:
 def open_it() -> None:
     """Five retryable calls from other workers open web_search at fleet scope."""
     from breakers.services import fleet_record_tool_calls
-    from scripts.testing.fleet_calls import Call
+    from scripts.testing.fleet_calls import fleet_call
 
     try:
-        calls = [Call(f"e{i}", "web_search", f"w{i}", "retryable") for i in range(5)]
+        calls = [fleet_call(f"e{i}", "web_search", f"w{i}", "retryable") for i in range(5)]
         assert fleet_record_tool_calls(calls=calls)[0].to_state == "open"
     finally:
         connection.close()

@@ -22,8 +22,10 @@ from runs.models import AgentToken, Run, ToolCall
 from scripts.testing.mcp_servers import (
     Flaky,
     Notes,
+    Process,
     connect,
     gateway_stdio,
+    start_gateway_http,
     tool_names,
     write_config,
 )
@@ -244,3 +246,50 @@ def test_a_half_open_tools_trial_is_one_client_call_on_one_gateway_of_two(
 
     anyio.run(scenario)
     assert not any(seen_both), "both gateways offered the half-open tool at once"
+
+
+def test_over_http_each_mcp_session_or_conversation_is_one_run(
+    web_server: WebServerProcess,
+    transactional_db: None,
+    fleet_redis: redis.Redis,
+    flaky: Flaky,
+    tmp_path: Path,
+    processes: list[Process],
+) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    agent_token = AgentToken.issue(name="gateways")[1]
+    config = write_config(tmp_path / "gateway.json", {"search": flaky.stdio()}, agent="web")
+    gateway = start_gateway_http(
+        config, processes, tmp_path,
+        *("--control-plane", web_server.url, "--token", agent_token, "--worker-id", "gw-http"),
+    )  # fmt: skip
+
+    async def scenario() -> None:
+        for _ in range(2):  # two handshake-era clients: two MCP sessions
+            async with connect(gateway.url, Notes()) as client:
+                for _ in range(2):
+                    assert not (await client.call_tool("echo", {"text": "x"})).is_error
+        for _ in range(2):  # a 2026-07-28 client twice, no session, one conversation id
+            http = create_mcp_http_client(headers={"X-Conversation-Id": "conv-1"})
+            link = streamable_http_client(gateway.url, http_client=http)
+            async with Client(link, mode="auto", cache=None) as client:
+                assert client.protocol_version >= "2026-07-28"
+                for _ in range(2):
+                    assert not (await client.call_tool("echo", {"text": "x"})).is_error
+
+    anyio.run(scenario)
+
+    def all_reported() -> bool:
+        try:
+            return ToolCall.objects.filter(run__agent="web").count() == 8
+        finally:
+            connection.close()
+
+    wait_for(all_reported, "the 8 calls")
+    per_run = sorted(
+        ToolCall.objects.filter(run=run).count() for run in Run.objects.filter(agent="web")
+    )
+    assert per_run == [2, 2, 4]

@@ -12,7 +12,9 @@ stops for the rest of the task once a refusal tells it the tool is out (docs/mcp
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -28,6 +30,7 @@ from scripts.testing.mcp_servers import LIST_CHANGED, Flaky, gateway_stdio, writ
 TOOL = "web_search"
 REFUSED_MARK = "did not run"  # in every refusal's text (breaker_panel.per_call.refusal)
 THRESHOLD = 3
+SETTLE = 0.05  # after the opening failure: the client may act on list_changed
 
 
 class Driver:
@@ -119,12 +122,42 @@ async def agents_sdk(config: Path, cache_tools_list: bool) -> AsyncIterator[Driv
         await server.cleanup()
 
 
+class PydanticDriver(Driver):
+    def __init__(self, toolset: Any) -> None:
+        self.toolset = toolset
+
+    async def tools(self) -> list[str]:
+        return [tool.name for tool in await self.toolset.list_tools()]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        from pydantic_ai import ModelRetry
+
+        try:
+            result = await self.toolset.direct_call_tool(name, arguments)
+        except ModelRetry as exc:  # an isError result goes back to the model as a retry prompt
+            return True, str(exc)
+        return False, str(result)
+
+
+@asynccontextmanager
+async def pydantic_ai(config: Path) -> AsyncIterator[Driver]:
+    """Pydantic AI's MCPToolset (needs `fastmcp-slim[client]`, not a project dependency)."""
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    params = gateway_stdio(config)
+    transport = StdioTransport(params.command, list(params.args), cwd=str(params.cwd))
+    async with MCPToolset(transport) as toolset:  # cache_tools=True: the default
+        yield PydanticDriver(toolset)
+
+
 CLIENTS: dict[str, Callable[[Path], Any]] = {
     "session-every-turn": lambda c: mcp_session(c, "turn"),
     "session-list-changed": lambda c: mcp_session(c, "notified"),
     "never-relists": lambda c: mcp_session(c, "never"),
     "agents-cache": lambda c: agents_sdk(c, True),
     "agents-no-cache": lambda c: agents_sdk(c, False),
+    "pydantic-ai": pydantic_ai,
 }
 LABELS = {
     "session-every-turn": "`mcp` ClientSession, lists before every turn",
@@ -132,6 +165,7 @@ LABELS = {
     "never-relists": "never re-lists (simulated: Claude Code, Codex today)",
     "agents-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=True`",
     "agents-no-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=False`",
+    "pydantic-ai": "Pydantic AI `MCPToolset` (`cache_tools=True`; with `fastmcp-slim[client]`)",
 }
 QUICK = ("session-list-changed", "never-relists")
 
@@ -184,7 +218,7 @@ async def measure(name: str, client: Callable[[Path], Any], cooldown: float, tmp
             await model.turn()
         opened = time.monotonic()
         upstream_at_open = flaky.calls(TOOL)
-        await anyio.sleep(0.05)  # list_changed is sent before the last failure's answer
+        await anyio.sleep(SETTLE)  # list_changed is sent before the last failure's answer
         offered, _, _ = await model.turn()
         for _ in range(5):  # later turns of the same task
             await model.turn()
@@ -244,6 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     names = args.clients.split(",") if args.clients else list(CLIENTS)
+    if not args.clients and importlib.util.find_spec("fastmcp") is None:
+        print(
+            "skipping pydantic-ai: pip install 'fastmcp-slim[client]' to measure it",
+            file=sys.stderr,
+        )
+        names.remove("pydantic-ai")
     rows = run_matrix(names, cooldown=args.cooldown)
     print(markdown(rows) if args.markdown else json.dumps([asdict(r) for r in rows], indent=1))
 

@@ -293,3 +293,16 @@ def test_over_http_each_mcp_session_or_conversation_is_one_run(
         ToolCall.objects.filter(run=run).count() for run in Run.objects.filter(agent="web")
     )
     assert per_run == [2, 2, 4]
+
+    def sessions_finished() -> bool:  # the MCP sessions ended (DELETE); the conversation goes on
+        try:
+            runs = Run.objects.filter(agent="web")
+            return sorted(runs.values_list("status", flat=True)) == [
+                "completed",
+                "completed",
+                "running",
+            ]
+        finally:
+            connection.close()
+
+    wait_for(sessions_finished, "the two MCP sessions' runs to finish")

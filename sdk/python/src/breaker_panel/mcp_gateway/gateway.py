@@ -310,7 +310,26 @@ class Gateway:
                     )
 
     def http_app(self, host: str) -> Any:
-        return self.server.streamable_http_app(host=host)
+        app = self.server.streamable_http_app(host=host)
+        self._on_session_end(self.server.session_manager)
+        return app
+
+    def _on_session_end(self, manager: Any) -> None:
+        """Finish an MCP session's run when the SDK discards the session (the client's DELETE,
+        its idle timeout, a crash). The SDK has no public hook for it: its private
+        `_discard_session` is wrapped; without it, the gateway's idle timeout finishes the run."""
+        discard = getattr(manager, "_discard_session", None)
+        if discard is None:
+            logger.warning("this mcp version hides session ends: runs end on the idle timeout")
+            return
+
+        async def discarded(session_id: str, transport: Any) -> None:
+            try:
+                await discard(session_id, transport)
+            finally:
+                self.breakers.end_session(f"session:{session_id}")
+
+        manager._discard_session = discarded
 
     # -- the offered set ---------------------------------------------------------------------
 

@@ -61,6 +61,8 @@ class GatewayConfig:
     connect_timeout: float = 30.0
     agent: str = "mcp-gateway"
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    # The environment variable holding the control-plane token ("": BREAKER_PANEL_TOKEN).
+    token_env: str = ""
 
     @classmethod
     def load(cls, path: str | Path) -> GatewayConfig:
@@ -76,7 +78,8 @@ class GatewayConfig:
     def from_dict(cls, data: Any) -> GatewayConfig:
         data = _object(data, "the config")
         _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
-                     "connect_timeout", "agent", "breaker"}, "the config")  # fmt: skip
+                     "connect_timeout", "agent", "breaker", "token_env"},
+              "the config")  # fmt: skip
         raw = data.get("servers", data.get("mcpServers"))
         servers = _object(raw, "servers")
         if not servers:
@@ -90,8 +93,14 @@ class GatewayConfig:
         agent = data.get("agent", "mcp-gateway")
         if not isinstance(agent, str) or not 0 < len(agent) <= 200:
             raise ConfigError("agent must be a string of 1-200 characters")
+        token_env = data.get("token_env", "")
+        if token_env != "" and not (
+            isinstance(token_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", token_env)
+        ):
+            raise ConfigError("token_env must name an environment variable (letters, digits, _)")
         return cls(
             servers=tuple(_upstream(name, spec) for name, spec in servers.items()),
+            token_env=token_env,
             prefix=prefix,
             separator=separator,
             call_timeout=_positive(data, "call_timeout", 60.0, "call_timeout"),

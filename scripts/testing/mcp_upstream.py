@@ -10,7 +10,8 @@ call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), s
 result is no CallToolResult, written past the SDK, which would refuse to send it); over HTTP
 also http503 and http429 (that status to the POST, no JSON-RPC body) and drop (the process dies
 before answering, so the connection drops).
-`"_extra": "a,b"` lists more tools.
+big (a 10 MB text result). `"_extra": "a,b"` lists more tools; `"_list": "hang"` makes
+tools/list never answer (a server alive but stuck).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def build_server(state: Path, name: str) -> Server[Any]:
             return default
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if mode("_list") == "hang":
+            await anyio.sleep_forever()
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
         return types.ListToolsResult(
             tools=[
@@ -72,6 +75,8 @@ def build_server(state: Path, name: str) -> Server[Any]:
             WIRE.write(json.dumps(reply) + "\n")
             WIRE.flush()
             await anyio.sleep_forever()  # the reply is out: the SDK must not send its own
+        if current == "big":
+            text = "x" * (10 * 1024 * 1024)
         if current == "announce":
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name}:{text}")])

@@ -127,3 +127,20 @@ def test_loopback_needs_no_auth_and_a_non_loopback_host_takes_an_explicit_choice
     assert parse_args([*base, "--host", "0.0.0.0", "--insecure-no-auth"]).insecure_no_auth
     args = parse_args([*base, "--host", "0.0.0.0", "--auth-token-file", str(token)])
     assert args.auth_token == "s3cret"
+
+
+def test_the_readme_config_and_client_configs_load() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## MCP: a breaker gateway") :]
+    blocks = re.findall(r"```json\n(.*?)```", section, re.S)
+    config = GatewayConfig.from_dict(json.loads(blocks[0]))
+    assert config.token_env == "BREAKER_PANEL_TOKEN" and config.max_result_bytes == 4194304
+    # Every client config passes the token: in env, or by --token-file.
+    clients = [json.loads(block) for block in blocks[1:]]
+    assert len(clients) >= 2
+    for client in clients:
+        entry = client["mcpServers"]["tools"]
+        assert "BREAKER_PANEL_TOKEN" in entry.get("env", {}) or "--token-file" in entry["args"]
+    python_blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    for needle in ('"env": {"BREAKER_PANEL_TOKEN"', '"--token-file"'):
+        assert any(needle in block for block in python_blocks), needle

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "runs",
     "breakers",
     "controlplane.dashboard",
+    "controlplane.apps.ControlPlaneConfig",
 ]
 
 MIDDLEWARE = [

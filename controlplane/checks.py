@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from controlplane.env import weak_secret_key
 
@@ -20,3 +20,18 @@ def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
     if settings.DEBUG or not (why := weak_secret_key(settings.SECRET_KEY)):
         return []
     return [Error(f"SECRET_KEY is too weak for production: {why}", id="controlplane.E001")]
+
+
+@register(deploy=True)
+def check_trusted_proxies(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Behind a TLS proxy with no TRUSTED_PROXIES every client has the proxy's address: one
+    address's failed logins (LOGIN_MAX_FAILURES_PER_ADDRESS) then lock everyone out."""
+    if not settings.TLS_PROXY or settings.TRUSTED_PROXIES:
+        return []
+    return [
+        Warning(
+            "TLS_PROXY is on but TRUSTED_PROXIES is empty: every client is seen as the proxy",
+            hint="set TRUSTED_PROXIES to the proxy's networks (and CLIENT_ADDRESS_HEADER)",
+            id="controlplane.W001",
+        )
+    ]

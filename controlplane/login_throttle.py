@@ -17,21 +17,14 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 
-from breakers.ops_access import ops_redis
+from breakers.ops_access import client_address, ops_redis
 
 __all__ = ("ThrottledAuthenticationForm", "ThrottledLoginView", "client_address")
 
 logger = logging.getLogger(__name__)
 THROTTLED = "throttled"
-
-
-def client_address(request: HttpRequest) -> str:
-    """REMOTE_ADDR, or behind the TLS proxy the address it appended to X-Forwarded-For."""
-    if settings.TLS_PROXY and (forwarded := request.META.get("HTTP_X_FORWARDED_FOR")):
-        return forwarded.rsplit(",", 1)[-1].strip()
-    return str(request.META.get("REMOTE_ADDR", ""))
 
 
 def _keys(username: str, address: str) -> list[tuple[str, int]]:

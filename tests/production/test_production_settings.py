@@ -13,7 +13,6 @@ from django.test import override_settings
 
 from controlplane.checks import check_secret_key
 from controlplane.env import MIN_SECRET_KEY_BITS, secret_key_bits, weak_secret_key
-
 from scripts.testing.processes import ROOT
 from tests.production.servers import PRODUCTION_SECRET_KEY
 
@@ -38,6 +37,7 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
         "WARNING",
         DEBUG="False",
         SECRET_KEY=PRODUCTION_SECRET_KEY,
+        TRUSTED_PROXIES="10.0.0.0/8",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
@@ -83,6 +83,11 @@ def test_the_system_check_names_a_weak_key_with_its_id() -> None:
     assert "bits of entropy" in errors[0].msg
     with override_settings(DEBUG=False, SECRET_KEY=get_random_secret_key()):
         assert check_secret_key() == []
+
+
+def test_check_deploy_warns_of_a_tls_proxy_without_trusted_proxies() -> None:
+    result = _manage("check", "--deploy", DEBUG="False", SECRET_KEY=PRODUCTION_SECRET_KEY)
+    assert "controlplane.W001" in result.stderr + result.stdout
 
 
 def test_an_empty_secret_key_is_refused_even_in_development() -> None:

@@ -46,6 +46,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the whole body is read (REQUEST_BODY_TIMEOUT_SECONDS) before anything can take a
+    # database connection, so a trickling client never holds one (controlplane.body).
+    "controlplane.body.BodyFirstMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Content-Security-Policy from SECURE_CSP (Django 6's own middleware).
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -144,7 +147,7 @@ CSRF_COOKIE_SECURE = not DEBUG
 if not DEBUG:
     # gunicorn serves /static/ itself: hashed names (cached for a year) and gzip/brotli copies
     # made by collectstatic. In DEBUG, runserver and the test live server serve them.
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.insert(2, "whitenoise.middleware.WhiteNoiseMiddleware")
     STORAGES = {
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -240,6 +243,11 @@ INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", 1000)
 INGEST_LOCK_TIMEOUT_MS = envint("INGEST_LOCK_TIMEOUT_MS", 5000)
 INGEST_STATEMENT_TIMEOUT_MS = envint("INGEST_STATEMENT_TIMEOUT_MS", 15000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
+# Every request body must arrive whole within this long (else 408); it is read before anything
+# takes a database connection (controlplane.body).
+REQUEST_BODY_TIMEOUT_SECONDS = envfloat("REQUEST_BODY_TIMEOUT_SECONDS", 30.0)
+if not REQUEST_BODY_TIMEOUT_SECONDS > 0:
+    raise ImproperlyConfigured("REQUEST_BODY_TIMEOUT_SECONDS must be positive")
 
 # --- OTLP/HTTP trace receiver, POST /v1/traces (issue 15; docs/api.md "OpenTelemetry"). ---
 # Exporters batch up to 512 spans and GenAI spans carry whole prompts, so the limit is larger

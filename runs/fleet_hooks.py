@@ -16,7 +16,7 @@ __all__ = ("AcceptedToolCall", "FleetHooks", "fleet_hooks", "register_fleet_hook
 
 @dataclass(frozen=True, slots=True)
 class AcceptedToolCall:
-    """A new (non-duplicate) ``tool.call`` event, as handed to the fleet hook."""
+    """An accepted ``tool.call`` event, as handed to the fleet hook (new, or ``resent``)."""
 
     event_id: str
     ts: datetime
@@ -28,6 +28,9 @@ class AcceptedToolCall:
     error: str
     trial: bool = False  # the one call made under a fleet trial lease (set by the SDK)
     dedupe_id: str = ""  # unique across workers and tokens (the ledger key); event_id if empty
+    # A resent call stored before: the fleet store recognises it if it counted it already, and
+    # it is not counted again in the web process's call metrics.
+    resent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

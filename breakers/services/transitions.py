@@ -56,6 +56,8 @@ class FleetCall(Protocol):
     def dedupe_id(self) -> str: ...
     @property
     def ts(self) -> datetime: ...
+    @property
+    def resent(self) -> bool: ...  # stored before: the store may have counted it already
 
 
 @lru_cache(maxsize=4)

@@ -27,6 +27,10 @@ TRICKLERS = 20
 ROUTES = ("/api/v1/events", "/v1/traces")
 
 
+# The server's backends are told apart from any other session's on the test database by this.
+APP_NAME = f"bp-trickling-{uuid.uuid4().hex[:8]}"
+
+
 def _server() -> ProductionWebServer:
     try:
         database_url_of_test_db()
@@ -38,7 +42,9 @@ def _server() -> ProductionWebServer:
 @pytest.fixture
 def web(static_root: Path, transactional_db: None) -> Iterator[ProductionWebServer]:
     with _server() as server:
-        server.start(STATIC_ROOT=str(static_root), REQUEST_BODY_TIMEOUT_SECONDS="120")
+        server.start(
+            STATIC_ROOT=str(static_root), REQUEST_BODY_TIMEOUT_SECONDS="120", PGAPPNAME=APP_NAME
+        )
         yield server
 
 
@@ -105,11 +111,12 @@ def _ingest(server: ProductionWebServer, raw_token: str) -> int:
 
 
 def _server_connections() -> int:
-    """Backends on the test database other than this test's own."""
+    """The web server's backends on the test database (libpq's PGAPPNAME names them)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " WHERE datname = current_database() AND application_name = %s",
+            [APP_NAME],
         )
         return int(cursor.fetchone()[0])
 

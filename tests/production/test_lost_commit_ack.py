@@ -22,7 +22,6 @@ from django.db import connection
 from breakers.services import fleet_store
 from runs.models import AgentToken, ToolCall
 from scripts.testing.processes import database_url_of_test_db
-from tests.fleet.conftest import delete_fleet_keys, run_started, tool_call
 from tests.production.servers import ProductionWebServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,6 +99,19 @@ class LossyPostgresProxy:
             sock.close()
 
 
+def _tool_call(run_id: str, n: int) -> dict[str, Any]:
+    return {
+        "id": f"{run_id}-tc-{n}", "type": "tool.call", "ts": "2026-11-29T09:00:00Z",
+        "run_id": run_id, "step": 1, "tool": "web_search", "outcome": "retryable",
+        "attempts": 1, "error": "ToolFailure: 503 from vendor",
+    }  # fmt: skip
+
+
+def _delete_fleet_keys(client: redis.Redis) -> None:
+    if keys := list(client.scan_iter(match="bp:*", count=1000)):
+        client.delete(*keys)
+
+
 def _without_ssl(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(query="sslmode=disable"))  # the proxy reads the protocol
@@ -132,9 +144,9 @@ def lossy_web(static_root: Path, proxy: LossyPostgresProxy) -> Iterator[Producti
 @pytest.fixture
 def fleet_keys() -> Iterator[redis.Redis]:
     client = fleet_store().client
-    delete_fleet_keys(client)
+    _delete_fleet_keys(client)  # not FLUSHDB: the Celery broker shares the database
     yield client
-    delete_fleet_keys(client)
+    _delete_fleet_keys(client)
 
 
 def _post(server: ProductionWebServer, token: str, events: list[Any]) -> tuple[int, Any]:
@@ -157,7 +169,11 @@ def _counted(tool: str) -> int:
 
 
 def _batch(run_id: str) -> list[Any]:
-    return [run_started(run_id), *(tool_call(run_id, "web_search", "retryable") for _ in range(3))]
+    started = {
+        "id": f"{run_id}-start", "type": "run.started", "ts": "2026-11-29T09:00:00Z",
+        "run_id": run_id, "agent": "research", "step_budget": 20,
+    }  # fmt: skip
+    return [started, *(_tool_call(run_id, n) for n in range(3))]
 
 
 def test_a_commit_whose_acknowledgement_was_lost_is_answered_200_and_counted(

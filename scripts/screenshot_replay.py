@@ -6,7 +6,7 @@
 Serves the replay's own database (what `make replay-check` or `scripts/replay_agents.sh` left)
 with Django's server on a free port, logs in as the demo operator, and saves the full Outages
 page of the newest batch the agent played, with the system chromium (as tests/browser do). The
-README's table must be that batch's (`python -m runs.simulation.check --markdown ...json`).
+README's table must be that batch's (`python -m breakers.replay.check --markdown ...json`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _free_port() -> int:
 def _batch_key(env: dict[str, str], agent: str) -> str:
     code = (
         "import django; django.setup()\n"
-        "from runs.economics import recent_replay_batches\n"
+        "from breakers.replay.outage import recent_replay_batches\n"
         "agent = " + repr(agent) + "\n"
         "batches = [b for b in recent_replay_batches() if len(b.modes) == 5 and "
         "(b.first.scenario.get('agent') or 'hand-written') == agent]\n"

@@ -1,5 +1,6 @@
 """The outage economics charts: an incident's runs and a batch of replays drawn as duration and
-spend side by side (``runs.economics`` computes the figures). Every chart draws a bounded sample.
+spend side by side (``runs.economics`` computes the figures, ``breakers.replay.outage`` reads the
+replays). Every chart draws a bounded sample.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from breakers.models import Incident
+from breakers.replay.outage import (
+    SEARCH,
+    ReplayBatch,
+    ReplayClock,
+    Scenario,
+    minutes_since,
+    mode_label,
+    recent_replay_batches,
+    replay_periods,
+    replay_speed,
+)
 from controlplane.dashboard import charts
 from controlplane.dashboard.charts import ModeBar, RunPoint, Span
 from controlplane.dashboard.incidents import ReplayWindow, measured_windows
@@ -32,22 +44,13 @@ from runs.economics import (
     Headline,
     Period,
     PeriodStats,
-    ReplayBatch,
-    ReplayClock,
     classified_runs,
     compare,
-    minutes_since,
-    mode_label,
     period_stats,
-    recent_replay_batches,
-    replay_periods,
-    replay_speed,
     runs_reaching_for,
     usd,
 )
 from runs.models import OutageReplay, Run, Worker
-from runs.simulation.scenario import Scenario
-from runs.simulation.script import SEARCH
 
 MAX_CHART_RUNS = 5_000
 
@@ -152,7 +155,7 @@ def incident_charts(
     stats, unfinished = period_stats(
         runs,
         [Period("baseline", before, 0.001), Period("during", ~before, 0.001)],
-        clocks={replay: clock} if replay is not None and clock is not None else None,
+        clocks={replay.worker_prefix: clock} if replay is not None and clock is not None else None,
     )
     baseline, during = stats["baseline"], stats["during"]
     sample = sample_runs(
@@ -329,7 +332,7 @@ def outage_comparison(
     runs = Run.objects.filter(worker__in=Worker.objects.filter(prefixes).values("pk"))
     periods = [period for replay in replays for period in replay_periods(replay)]
     # Built once: a replay's clock may hold thousands of pauses (its runs' holds).
-    clocks = {replay: ReplayClock.of(replay) for replay in replays}
+    clocks = {replay.worker_prefix: ReplayClock.of(replay) for replay in replays}
     flat, unfinished = period_stats(runs, periods, clocks=clocks)
     stats = {
         replay.pk: {name: flat[f"{replay.pk}:{name}"] for name in ("baseline", "outage", "after")}
@@ -353,7 +356,7 @@ def outage_comparison(
         points[owner.pk].append(
             RunPoint(
                 x=minutes_since(owner, started),
-                duration_s=clocks[owner].run_seconds(started, ms),
+                duration_s=clocks[owner.worker_prefix].run_seconds(started, ms),
                 spend_usd=usd(spend),
                 met=met,
                 group=mode_label(owner.mode),

@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
+from breakers.replay.outage import mode_order, replay_speed
 from controlplane.dashboard.queries import WindowPage, page_window
-from runs.economics import mode_order, replay_speed
 from runs.models import OutageReplay, Outcome, Run, ToolCall
 from runs.queries import IncidentMeasures, incident_measures, runs_affected
 
@@ -195,7 +195,7 @@ def replay_of(incident: Incident) -> OutageReplay | None:
 
 
 def _batch_key(replay: OutageReplay) -> int:
-    """The Outages page's ``?batch=`` of the replay's invocation (runs.economics.ReplayBatch)."""
+    """The Outages page's ``?batch=`` of the replay's invocation (``ReplayBatch``)."""
     label = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
     if label is None:
         return replay.pk

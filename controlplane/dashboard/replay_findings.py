@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from breakers.replay.outage import REMOVAL_MODES, Scenario
 from controlplane.dashboard.economics import OutageComparison
 from runs.economics import TIMES
 from runs.queries import IncidentMeasures
-from runs.simulation.scenario import Scenario
 
 __all__ = (
     "ReplayFindings",
@@ -22,8 +22,6 @@ __all__ = (
     "incident_findings",
     "replay_findings",
 )
-
-REMOVAL_MODES = ("run", "worker", "fleet")
 
 
 @dataclass(frozen=True)

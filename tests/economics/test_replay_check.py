@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.simulation.check import check, push_vs_poll
+from breakers.replay.check import check, push_vs_poll
 
 
 def report(fleet_spend: float, fleet_calls: int, none_spend: float = 408.0) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def test_push_against_poll_counts_the_calls_saved() -> None:
 
 
 def test_the_docs_tables_come_from_the_replay_s_figures() -> None:
-    from runs.simulation.check import sensitivity_table
+    from breakers.replay.check import sensitivity_table
 
     fleet = {
         "mode": "fleet",

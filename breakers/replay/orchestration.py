@@ -1,4 +1,4 @@
-"""Orchestrates ``manage.py simulate_outage``: one replay per breaker mode, recorded and compared.
+"""One replay per breaker mode, recorded as ``OutageReplay`` rows and compared.
 
 Before each mode the fleet breaker of ``web_search`` is reset and its cooldowns are compressed by
 the replay's speed (the control plane's clock is real); afterwards the policy is put back.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import timedelta
@@ -20,19 +20,12 @@ from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Tool, ToolPolicy
+from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
+from breakers.replay.modes import ModeResult, replay_mode
+from breakers.replay.scenario import MODES, Scenario
+from breakers.replay.script import SEARCH
 from breakers.services import fleet_operator_action, tool_policy_update
 from runs.models import AgentToken, OutageReplay
-from runs.simulation.replay import (
-    AGENT,
-    AGENTS,
-    ModeResult,
-    RunPlayer,
-    RunRecord,
-    play_hand_written,
-    replay_mode,
-)
-from runs.simulation.scenario import MODES, Scenario
-from runs.simulation.script import SEARCH
 
 __all__ = (
     "ReplayError",
@@ -189,7 +182,7 @@ def _player(agent: str) -> tuple[RunPlayer, Callable[[], int]]:
     if agent == "hand-written":
         return play_hand_written, lambda: 0
     try:
-        from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
+        from breakers.replay.pydantic_ai_agent import PydanticAIPlayer
     except ImportError as error:
         raise ReplayError(
             f"--agent pydantic-ai needs Pydantic AI 2.x ({error}): pip install pydantic-ai-slim"
@@ -252,7 +245,7 @@ def _replay_one(
     return summary
 
 
-def format_table(summaries: list[dict[str, Any]]) -> str:
+def format_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     """The comparison table the command prints (and the docs quote)."""
     header = (
         f"{'mode':<10} {'runs':>5} {'model calls':>11} {'spend $':>9} {'$/run':>6} "

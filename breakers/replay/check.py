@@ -1,7 +1,7 @@
 """``make replay-check``: is the replay's headline the same on a quiet and on a busy machine?
 
 Pure: it reads the two ``simulate_outage --json`` files and says what fails.
-``python -m runs.simulation.check QUIET.json BUSY.json`` exits 1 on any failure.
+``python -m breakers.replay.check QUIET.json BUSY.json`` exits 1 on any failure.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
         print(push_vs_poll(push, poll))
         return 0
     if len(argv) != 2:
-        print("usage: python -m runs.simulation.check QUIET.json BUSY.json", file=sys.stderr)
+        print("usage: python -m breakers.replay.check QUIET.json BUSY.json", file=sys.stderr)
         return 2
     quiet, busy = (json.loads(Path(path).read_text()) for path in argv)
     for name, report in (("quiet", quiet), ("busy", busy)):

@@ -22,6 +22,7 @@ from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Tool, ToolPolicy
 from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
 from breakers.replay.modes import ModeResult, replay_mode
+from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
 from breakers.services import fleet_operator_action, tool_policy_update
@@ -141,8 +142,8 @@ def simulate_modes(
     on_mode: Callable[[str], None] | None = None,
     fleet_push: bool = True,
     agent: str = "hand-written",
-) -> list[dict[str, Any]]:
-    """Replay each mode in turn; return one summary per mode (simulated seconds).
+) -> list[ReplayResult]:
+    """Replay each mode in turn; return what each measured (simulated seconds), in order.
 
     ``agent`` says who plays the runs (``AGENTS``): the hand-written agent, or the same scripted
     model through Pydantic AI and the SDK's integration."""
@@ -151,7 +152,7 @@ def simulate_modes(
         raise ReplayError(f"unknown mode(s) {sorted(unknown)}; choose from {list(MODES)}")
     if agent not in AGENTS:
         raise ReplayError(f"unknown agent {agent!r}; choose from {list(AGENTS)}")
-    summaries = []
+    results = []
     # Every mode of one invocation shares a batch id, so the Outages page compares them together.
     batch = f"{timezone.now():%Y%m%dT%H%M%S.%f}"
     with compressed_policy(scenario=scenario, speed=speed):
@@ -161,7 +162,7 @@ def simulate_modes(
             fleet_operator_action(
                 tool_name=SEARCH, action=OperatorActionKind.RESET, reason=ACTOR_REASON, token=token
             )
-            summaries.append(
+            results.append(
                 _replay_one(
                     mode=mode,
                     scenario=scenario,
@@ -174,7 +175,7 @@ def simulate_modes(
                     agent=agent,
                 )
             )
-    return summaries
+    return results
 
 
 def _player(agent: str) -> tuple[RunPlayer, Callable[[], int]]:
@@ -202,7 +203,7 @@ def _replay_one(
     on_run: Callable[[str, RunRecord], None] | None,
     fleet_push: bool,
     agent: str,
-) -> dict[str, Any]:
+) -> ReplayResult:
     player, errors = _player(agent)
     started = timezone.now()
     row = OutageReplay.objects.create(
@@ -242,7 +243,7 @@ def _replay_one(
     row.save(
         update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at", "pauses"]
     )
-    return summary
+    return ReplayResult.of(row)
 
 
 def format_table(summaries: Sequence[Mapping[str, Any]]) -> str:

@@ -1,11 +1,11 @@
-"""The outage replay's one public module: ``play_outage`` plays the story, ``OutageResult`` is what
-it measured, and the names the pages read. Nothing outside ``breakers.replay`` imports another of
-its modules (``scripts/import_graph.py --check``)."""
+"""The outage replay's one public module: ``play_outage`` plays the story, ``ReplayResult`` is what
+each mode measured, and the names the pages read. Nothing outside ``breakers.replay`` imports
+another of its modules (``scripts/import_graph.py --check``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from breakers.replay.agent import AGENTS, RunRecord
@@ -30,6 +30,7 @@ from breakers.replay.records import (
     replay_periods,
     replay_speed,
 )
+from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
 
@@ -39,12 +40,13 @@ __all__ = (
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",
     "SEARCH",
-    "OutageResult",
     "ReplayBatch",
     "ReplayClock",
     "ReplayError",
+    "ReplayResult",
     "RunRecord",
     "Scenario",
+    "figures_json",
     "format_table",
     "group_replays",
     "minutes_since",
@@ -62,32 +64,17 @@ __all__ = (
 REMOVAL_MODES = ("run", "worker", "fleet")
 
 
-@dataclass(frozen=True)
-class OutageResult:
-    """What one play of the outage measured: the story, who played it, and one summary per mode
-    (in simulated seconds; the same figures each mode's ``OutageReplay.summary`` holds)."""
-
-    scenario: Scenario
-    agent: str
-    modes: tuple[Mapping[str, Any], ...]
-
-    def mode(self, name: str) -> Mapping[str, Any]:
-        """One mode's summary; KeyError when that mode was not played."""
-        for summary in self.modes:
-            if summary["mode"] == name:
-                return summary
-        raise KeyError(name)
-
-    def as_json(self) -> dict[str, Any]:
-        """What ``simulate_outage --json`` writes (and ``breakers.replay.check`` reads)."""
-        return {
-            "scenario": {
-                k: (v if isinstance(v, int | float) else str(v))
-                for k, v in asdict(self.scenario).items()
-            },
-            "agent": self.agent,
-            "modes": [dict(summary) for summary in self.modes],
-        }
+def figures_json(
+    *, scenario: Scenario, agent: str, results: Sequence[ReplayResult]
+) -> dict[str, Any]:
+    """What ``simulate_outage --json`` writes (and ``breakers.replay.check`` reads)."""
+    return {
+        "scenario": {
+            k: (v if isinstance(v, int | float) else str(v)) for k, v in asdict(scenario).items()
+        },
+        "agent": agent,
+        "modes": [dict(result.figures) for result in results],
+    }
 
 
 def play_outage(
@@ -100,15 +87,16 @@ def play_outage(
     fleet_push: bool = True,
     on_run: Callable[[str, RunRecord], None] | None = None,
     on_mode: Callable[[str], None] | None = None,
-) -> OutageResult:
+) -> tuple[ReplayResult, ...]:
     """Play the outage once per mode, in order, against the control plane at ``url`` (its
-    database is this process's), each mode recorded as an ``OutageReplay``; block until done.
+    database is this process's), each mode recorded as an ``OutageReplay``; block until done
+    and return what each mode measured, in the order played.
 
     A token of its own is issued for the replay and revoked after it. Raises ``ReplayError``
     when no control plane answers at ``url`` or a mode or agent is unknown."""
     with replay_token() as (token, raw):
         check_control_plane(url=url, token=raw)
-        summaries = simulate_modes(
+        results = simulate_modes(
             modes=list(modes),
             scenario=scenario,
             speed=speed,
@@ -120,4 +108,4 @@ def play_outage(
             fleet_push=fleet_push,
             agent=agent,
         )
-    return OutageResult(scenario=scenario, agent=agent, modes=tuple(summaries))
+    return tuple(results)

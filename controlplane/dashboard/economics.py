@@ -30,7 +30,7 @@ from breakers.replay.outage import (
     SEARCH,
     ReplayBatch,
     ReplayClock,
-    Scenario,
+    ReplayResult,
     minutes_since,
     mode_label,
     recent_replay_batches,
@@ -240,19 +240,16 @@ def _length_text(length: timedelta) -> str:
 
 def mode_bar(replay: OutageReplay) -> ModeBar | None:
     """The replay's summary as bars, or None while it has none (running, or it failed)."""
-    summary: dict[str, Any] = replay.summary if isinstance(replay.summary, dict) else {}
-    in_window = "web_search_calls_in_window" in summary
-    try:
-        runs = int(summary["runs"])
-        spend = float(summary["model_spend_usd"])
-        mean = float(summary["mean_run_duration_s"])
-        calls = int(summary["web_search_calls_in_window" if in_window else "web_search_calls"])
-        attempts = int(summary.get("http_attempts") or 0)
-    except (KeyError, TypeError, ValueError):
+    result = ReplayResult.of(replay)
+    in_window = "web_search_calls_in_window" in result.figures
+    runs, spend, mean = result.runs, result.model_spend_usd, result.mean_run_duration_s
+    calls = result.web_search_calls_in_window if in_window else result.web_search_calls
+    if runs is None or spend is None or mean is None or calls is None or runs < 1:
         return None
-    if runs <= 0 or not (math.isfinite(spend) and math.isfinite(mean)):
-        return None
-    return ModeBar(mode_label(replay.mode), runs, spend / runs, mean, calls, attempts)
+    attempts = int(result.http_attempts or 0)
+    return ModeBar(
+        mode_label(replay.mode), int(runs), spend / int(runs), mean, int(calls), attempts
+    )
 
 
 @dataclass(frozen=True)
@@ -307,7 +304,7 @@ def _replay_headline(
 
 def _last_start_note(replay: OutageReplay) -> str:
     """Why the outage's last minutes have no run starts (issue 14: a new user asked)."""
-    story = Scenario.from_record(replay.scenario if isinstance(replay.scenario, dict) else {})
+    story = ReplayResult.of(replay).scenario
     last = story.last_window_start_s() / 60
     window = story.window_s / 60
     if window - last < 1:

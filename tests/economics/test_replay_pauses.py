@@ -76,14 +76,15 @@ def test_the_pages_measure_a_paused_replay_on_its_own_clock(
             records.append(record)
 
     with stalled_ingest_in("fail-fast") as on_mode:
-        summaries = play_outage(
+        results = play_outage(
             modes=["none", "fail-fast"],
             scenario=STORY,
             speed=SPEED,
             url=live_server.url,
             on_mode=on_mode,
             on_run=on_run,
-        ).modes
+        )
+    summaries = [result.figures for result in results]
     table = {s["mode"]: s for s in summaries}
     # The premise: the stalled ingest stopped fail-fast's clock for about as long as it lasted.
     assert table["fail-fast"]["paused_real_s"] >= STALL_S * 0.6

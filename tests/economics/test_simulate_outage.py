@@ -38,9 +38,10 @@ def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(
 ) -> None:
     # The control plane's clock is real: its trial lease shrinks with the replay, as in the demo.
     settings.BREAKER_TRIAL_LEASE_SECONDS = 120 / SPEED
-    summaries = play_outage(
+    results = play_outage(
         modes=["none", "fail-fast", "fleet"], scenario=SMALL, speed=SPEED, url=live_server.url
-    ).modes
+    )
+    summaries = [result.figures for result in results]
     by_mode = {s["mode"]: s for s in summaries}
     none, fail_fast, fleet = by_mode["none"], by_mode["fail-fast"], by_mode["fleet"]
 

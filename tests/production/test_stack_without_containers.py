@@ -103,7 +103,8 @@ def test_a_replay_runs_end_to_end_and_metrics_match_the_database(
     ready = _wait_ready(web)
     assert ready["http_status"] == 200, ready
 
-    [summary] = play_outage(modes=["fleet"], scenario=SMALL, speed=SPEED, url=web.url).modes
+    [result] = play_outage(modes=["fleet"], scenario=SMALL, speed=SPEED, url=web.url)
+    summary = result.figures
     runs = Run.objects.all()
     assert runs.count() == len(SMALL.run_starts())
     assert not runs.filter(status=RunStatus.RUNNING).exists()

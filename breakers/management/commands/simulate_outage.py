@@ -18,6 +18,7 @@ from breakers.replay.outage import (
     ReplayError,
     RunRecord,
     Scenario,
+    figures_json,
     format_table,
     play_outage,
     server_settings,
@@ -99,7 +100,7 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: {warning}")
         progress = Progress(self.stdout.write, total=len(scenario.run_starts()))
         try:
-            result = play_outage(
+            results = play_outage(
                 scenario=scenario,
                 modes=modes,
                 speed=options["speed"],
@@ -111,9 +112,10 @@ class Command(BaseCommand):
             )
         except ReplayError as error:
             raise CommandError(str(error)) from None
-        self.stdout.write(format_table(result.modes))
+        self.stdout.write(format_table([result.figures for result in results]))
         if options["json"]:
-            options["json"].write_text(json.dumps(result.as_json(), indent=2))
+            figures = figures_json(scenario=scenario, agent=options["agent"], results=results)
+            options["json"].write_text(json.dumps(figures, indent=2))
             self.stdout.write(f"wrote {options['json']}")
 
 

@@ -1,6 +1,6 @@
 """The fleet breaker rules as plain Python (no Django, no I/O, time as an argument): the reference
 model that the Lua scripts in ``breakers/fleet/lua/`` must match (a Hypothesis state machine checks
-them). Why twice: docs/decisions.md, "Fleet breaker".
+them). Why twice: docs/adr/0024-the-fleet-rules-exist-twice-a.md.
 """
 
 from __future__ import annotations

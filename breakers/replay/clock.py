@@ -30,9 +30,10 @@ class SimClock:
 
     The clock never runs past a run that is due: each thread that sleeps on it is at the moment
     it last asked to wake, and until it asks again (or ``leave``s) the clock holds there, however
-    long the thread waited for the GIL or a core (docs/decisions.md). It also stops while the
-    control plane is behind (``pause()``/``resume()``, ``Governor``). ``_pauses`` and
-    ``paused_s`` are the stops, overlapping holds merged; ``held_s`` is each reason's own total.
+    long the thread waited for the GIL or a core (docs/adr/0157-the-replay-s-clock-never-runs.md).
+    It also stops while the control plane is behind (``pause()``/``resume()``, ``Governor``).
+    ``_pauses`` and ``paused_s`` are the stops, overlapping holds merged; ``held_s`` is each
+    reason's own total.
     """
 
     def __init__(self, speed: float) -> None:

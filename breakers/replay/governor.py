@@ -17,7 +17,7 @@ class Governor:
     unanswered for longer than ``lag_s`` (real seconds), more than ``high`` events waiting, or
     (with ``push``) a worker still without a fleet change another has heard of; resumes once
     every batch is answered, at most ``low`` events wait and every worker has the newest fleet
-    state (docs/decisions.md).
+    state (docs/adr/0162-a-held-moment-maps-to-the.md).
 
     It reads the SDK sender's in-flight count and acknowledged-batch counter: a replay of the
     product, in the product's repository, may look at its own client's internals.

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from breakers.replay.result import ReplayResult
+from breakers.replay.result import batch_label
 from breakers.replay.scenario import MODES
 from runs.economics import Period
 from runs.models import OutageReplay
@@ -149,7 +149,7 @@ class ReplayBatch:
 
 def _same_invocation(batch: list[OutageReplay], replay: OutageReplay, gap: timedelta) -> bool:
     last = batch[-1]
-    label, last_label = ReplayResult.of(replay).batch, ReplayResult.of(last).batch
+    label, last_label = batch_label(replay), batch_label(last)
     if label is not None and last_label is not None:
         return bool(label == last_label)
     ended = last.finished_at or last.started_at

@@ -11,7 +11,7 @@ from typing import Any
 from breakers.replay.scenario import Scenario
 from runs.models import OutageReplay
 
-__all__ = ("ReplayResult",)
+__all__ = ("ReplayResult", "batch_label")
 
 
 def _number(value: Any) -> float | None:
@@ -32,6 +32,14 @@ def _table(value: Any) -> dict[int, float]:
     return dict(sorted(table.items()))
 
 
+def batch_label(replay: OutageReplay) -> str | None:
+    """The invocation a replay belongs to (every mode of one command shares it); None in rows
+    older than the label."""
+    record = replay.scenario if isinstance(replay.scenario, dict) else {}
+    label = record.get("batch")
+    return None if label is None else str(label)
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     """One mode of one replay: the command's figures over the runs started in the outage window
@@ -50,11 +58,10 @@ class ReplayResult:
     def of(cls, replay: OutageReplay) -> ReplayResult:
         record = replay.scenario if isinstance(replay.scenario, dict) else {}
         steps = _number(record.get("wrap_up_steps"))
-        batch = record.get("batch")
         return cls(
             mode=replay.mode,
             agent=str(record.get("agent") or "hand-written"),
-            batch=None if batch is None else str(batch),
+            batch=batch_label(replay),
             scenario=Scenario.from_record(record),
             wrap_up_steps=None if steps is None else int(steps),
             figures=replay.summary if isinstance(replay.summary, dict) else {},
@@ -82,9 +89,11 @@ class ReplayResult:
         return self.number("web_search_calls")
 
     @property
-    def web_search_calls_in_window(self) -> float | None:
-        """The same, by the runs started in the window only (recorded by some older replays)."""
-        return self.number("web_search_calls_in_window")
+    def window_vendor_calls(self) -> float | None:
+        """The calls the comparison bars show: by the runs started in the window where the
+        replay recorded those (some older replays did), else ``web_search_calls``."""
+        in_window = "web_search_calls_in_window" in self.figures
+        return self.number("web_search_calls_in_window" if in_window else "web_search_calls")
 
     @property
     def http_attempts(self) -> float | None:

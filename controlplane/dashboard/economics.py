@@ -241,9 +241,8 @@ def _length_text(length: timedelta) -> str:
 def mode_bar(replay: OutageReplay) -> ModeBar | None:
     """The replay's summary as bars, or None while it has none (running, or it failed)."""
     result = ReplayResult.of(replay)
-    in_window = "web_search_calls_in_window" in result.figures
     runs, spend, mean = result.runs, result.model_spend_usd, result.mean_run_duration_s
-    calls = result.web_search_calls_in_window if in_window else result.web_search_calls
+    calls = result.window_vendor_calls
     if runs is None or spend is None or mean is None or calls is None or runs < 1:
         return None
     attempts = int(result.http_attempts or 0)

@@ -157,7 +157,7 @@ class GuardedSession:
         if isinstance(breaker, WorkerBreakers):
             self._per_call = LocalBreakers(breaker)
         elif isinstance(breaker, ControlPlane):
-            self._per_call = FleetBreakers(breaker, agent=agent)
+            self._per_call = FleetBreakers(breaker, agent=agent, run_per_call=True)
         else:
             self.breaker: _Breaker = breaker
 

@@ -61,6 +61,10 @@ class GatewayConfig:
     connect_timeout: float = 30.0
     agent: str = "mcp-gateway"
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    # A client session without a call for this long is over: its run finishes.
+    session_idle_timeout: float = 1800.0
+    # The most a tools/list result tells a client to cache it for (ttlMs).
+    list_ttl: float = 300.0
 
     @classmethod
     def load(cls, path: str | Path) -> GatewayConfig:
@@ -76,7 +80,8 @@ class GatewayConfig:
     def from_dict(cls, data: Any) -> GatewayConfig:
         data = _object(data, "the config")
         _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
-                     "connect_timeout", "agent", "breaker"}, "the config")  # fmt: skip
+                     "connect_timeout", "agent", "breaker", "session_idle_timeout",
+                 "list_ttl"}, "the config")  # fmt: skip
         raw = data.get("servers", data.get("mcpServers"))
         servers = _object(raw, "servers")
         if not servers:
@@ -98,6 +103,10 @@ class GatewayConfig:
             connect_timeout=_positive(data, "connect_timeout", 30.0, "connect_timeout"),
             agent=agent,
             breaker=_breaker(data.get("breaker", {})),
+            session_idle_timeout=_positive(
+                data, "session_idle_timeout", 1800.0, "session_idle_timeout"
+            ),
+            list_ttl=_positive(data, "list_ttl", 300.0, "list_ttl"),
         )
 
 

@@ -10,6 +10,7 @@ session is sent `notifications/tools/list_changed`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import sys
@@ -56,6 +57,10 @@ logger = logging.getLogger("breaker_panel.mcp_gateway")
 CONNECTION_CLOSED = -32000
 _CLIENT_INFO = types.Implementation(name="breaker-panel-mcp", version="0.1.0")
 _NOTIFY_TIMEOUT = 5.0  # a client that stops reading must not hold up the others
+STDIO_SESSION = "stdio"  # the one client of a stdio gateway: the process is its session
+# What a 2026-07-28 client (no session) may send to group its calls into one run.
+CONVERSATION_META = "io.breakerpanel/conversation"
+CONVERSATION_HEADER = "x-conversation-id"
 # Benchmarks only: a file to write the gateway's own time per stdio fast-path call into, at exit.
 TIMINGS_ENV = "BREAKER_MCP_GATEWAY_TIMINGS"
 
@@ -269,6 +274,7 @@ class Gateway:
             await self.refresh(notify=False)
             group.start_soon(self._watch)
             await serve(self)
+            self.breakers.end_session(STDIO_SESSION)
             # The client is gone; a stdio client kills us a few seconds after closing our
             # stdin, so deliver what the control plane has not seen before the upstreams close.
             await anyio.to_thread.run_sync(self.breakers.close)
@@ -304,7 +310,26 @@ class Gateway:
                     )
 
     def http_app(self, host: str) -> Any:
-        return self.server.streamable_http_app(host=host)
+        app = self.server.streamable_http_app(host=host)
+        self._on_session_end(self.server.session_manager)
+        return app
+
+    def _on_session_end(self, manager: Any) -> None:
+        """Finish an MCP session's run when the SDK discards the session (the client's DELETE,
+        its idle timeout, a crash). The SDK has no public hook for it: its private
+        `_discard_session` is wrapped; without it, the gateway's idle timeout finishes the run."""
+        discard = getattr(manager, "_discard_session", None)
+        if discard is None:
+            logger.warning("this mcp version hides session ends: runs end on the idle timeout")
+            return
+
+        async def discarded(session_id: str, transport: Any) -> None:
+            try:
+                await discard(session_id, transport)
+            finally:
+                self.breakers.end_session(f"session:{session_id}")
+
+        manager._discard_session = discarded
 
     # -- the offered set ---------------------------------------------------------------------
 
@@ -324,6 +349,7 @@ class Gateway:
                 await self._changed.wait()
             self._changed = anyio.Event()
             await self.refresh()
+            self.breakers.end_idle(self.config.session_idle_timeout)
 
     async def _notify(self) -> None:
         self.notifications_sent += 1
@@ -373,21 +399,35 @@ class Gateway:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         self._remember(ctx)
         offered = await self.refresh()
-        return types.ListToolsResult(tools=[t for n, t in self.tools.items() if n in offered])
+        return types.ListToolsResult(
+            tools=[t for n, t in self.tools.items() if n in offered], ttl_ms=self.list_ttl_ms()
+        )
+
+    def list_ttl_ms(self) -> int:
+        """How long a client may cache tools/list (`ttlMs`, 2026-07-28): until the next moment
+        the list can change by itself, the end of the first cooldown; `list_ttl` at most. A
+        failure or an operator can change it sooner: then the refusal and list_changed tell."""
+        cap = self.config.list_ttl
+        due = self.breakers.retry_in(name for name in self.tools if name not in self.offered)
+        return int(1000 * (cap if due is None else min(cap, due)))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         """The SDK's path (streamable HTTP, per-request-era clients): the same relay, its
         result read into the SDK's model, which is the check for a malformed one here."""
         self._remember(ctx)
         try:
-            result = await self.relay(params.name, params.arguments, _as_model)
+            result = await self.relay(
+                params.name, params.arguments, _as_model, session=self._session_key(ctx)
+            )
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         return _as_model(result)
 
     async def call_raw(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
         """The stdio fast path: `params` of a `tools/call` in, its result as JSON out."""
-        return await self.relay(params["name"], params.get("arguments"), _checked, marks)
+        return await self.relay(
+            params["name"], params.get("arguments"), _checked, marks, session=STDIO_SESSION
+        )
 
     async def relay(
         self,
@@ -395,6 +435,8 @@ class Gateway:
         arguments: dict[str, Any] | None,
         check: Callable[[Any], Any],
         marks: list[float] | None = None,
+        *,
+        session: str = STDIO_SESSION,
     ) -> Any:
         """One `tools/call` through the breaker: refused with the notice when the tool is open,
         else relayed and its outcome recorded. `check(result)` returns what to answer with, or
@@ -402,7 +444,7 @@ class Gateway:
         entry = self.catalog.get(name)
         if entry is None:
             raise UnknownTool(f"unknown tool: {name[:100]!r}")
-        record = self.breakers.begin(name)
+        record = self.breakers.begin(name, session=session, others=self.offered)
         if record.refused:
             await self.refresh()  # the client listed before this tool went away
             return _error_result(record.notice or "")
@@ -448,7 +490,36 @@ class Gateway:
             return
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             session = ctx.session
-            self._sessions[getattr(session, "_connection", session)] = session
+            connection = getattr(session, "_connection", session)
+            if connection not in self._sessions:
+                # The MCP session is over once its connection is gone: finish its run then
+                # (the idle timeout finishes it otherwise).
+                key = self._session_key(ctx)
+                weakref.finalize(connection, self._end_soon, key)
+            self._sessions[connection] = session
+
+    def _end_soon(self, key: str) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.breakers.end_session, key)
+
+    def _session_key(self, ctx: Any) -> str:
+        """Which run a call over HTTP belongs to: the MCP session (pre-2026-07-28 clients);
+        else the conversation id the client sends, else its authorization; never the
+        connection, which a 2026-07-28 client may change on every request."""
+        connection = getattr(ctx.session, "_connection", None)
+        session_id = getattr(connection, "session_id", None)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and session_id:
+            return f"session:{session_id}"
+        meta = ctx.meta or {}
+        headers = getattr(ctx.request, "headers", None) or {}
+        conversation = meta.get(CONVERSATION_META) or headers.get(CONVERSATION_HEADER)
+        if isinstance(conversation, str) and conversation:
+            return f"conversation:{conversation[:200]}"
+        authorization = headers.get("authorization")
+        if authorization:  # hashed: the token itself is kept nowhere
+            return "authorization:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+        return "anonymous"
 
 
 def _as_model(result: Any) -> types.CallToolResult:

@@ -12,7 +12,11 @@ OWN := $(BIN)/python scripts/own_services.py --
 # `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
 FUZZ_EXAMPLES ?= 100
 
-.PHONY: venv mcp1 services system-packages test fuzz lint typecheck bench demo example sdk clean replay-check
+# TypeScript MCP SDK server for the gateway's classification tests (tests/mcp/ts), by its own
+# package-lock.json; without npm the tests that need it skip and say so.
+MCP_TS := tests/mcp/ts
+
+.PHONY: venv mcp1 mcp-ts services system-packages test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -39,7 +43,15 @@ $(VENV)-mcp1/.installed: requirements-mcp1.lock
 	$(VENV)-mcp1/bin/python -m pip install --quiet -r requirements-mcp1.lock
 	@touch $@
 
-test: venv mcp1 services system-packages
+mcp-ts: $(MCP_TS)/node_modules/.installed
+
+$(MCP_TS)/node_modules/.installed: $(MCP_TS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  (cd $(MCP_TS) && timeout 300 npm ci --no-audit --no-fund --silent) && touch $@ \
+	    || echo "warning: npm ci in $(MCP_TS) failed; the TypeScript MCP server tests will skip" >&2; \
+	else echo "warning: no npm; the TypeScript MCP server tests will skip" >&2; fi
+
+test: venv mcp1 mcp-ts services system-packages
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
@@ -72,4 +84,4 @@ sdk: venv
 	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist sdk/python
 
 clean:
-	rm -rf $(VENV) $(VENV)-mcp1 .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV)-mcp1 $(MCP_TS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

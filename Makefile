@@ -12,7 +12,7 @@ OWN := $(BIN)/python scripts/own_services.py --
 # `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
 FUZZ_EXAMPLES ?= 100
 
-.PHONY: venv mcp1 services system-packages test fuzz lint typecheck bench demo example sdk clean replay-check
+.PHONY: venv mcp1 services system-packages browser-deps test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -39,7 +39,17 @@ $(VENV)-mcp1/.installed: requirements-mcp1.lock
 	$(VENV)-mcp1/bin/python -m pip install --quiet -r requirements-mcp1.lock
 	@touch $@
 
-test: venv mcp1 services system-packages
+# axe-core for the browser tests' accessibility checks, from npm at the version the lock pins.
+AXE := tests/browser/node_modules/axe-core/axe.min.js
+
+browser-deps: $(AXE)
+
+$(AXE): tests/browser/package.json tests/browser/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  timeout 300 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "warning: npm missing: the accessibility checks will skip (apt-get install npm)" >&2; fi
+
+test: venv mcp1 services system-packages browser-deps
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.

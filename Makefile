@@ -12,7 +12,7 @@ OWN := $(BIN)/python scripts/own_services.py --
 # `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
 FUZZ_EXAMPLES ?= 100
 
-.PHONY: venv mcp1 services system-packages browser-deps test fuzz lint typecheck bench demo example sdk clean replay-check
+.PHONY: venv mcp1 services system-packages browser-deps screenshots test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -51,6 +51,10 @@ $(AXE): tests/browser/package.json tests/browser/package-lock.json
 
 test: venv mcp1 services system-packages browser-deps
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
+
+# docs/screenshots/: the main pages at 1440 px and the board, a tool, an incident and Outages at 390.
+screenshots:
+	BP_SCREENSHOTS=1 $(MAKE) test PYTEST_ARGS="tests/browser/test_screenshots.py -q -p no:cacheprovider"
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
 fuzz: venv services

@@ -76,12 +76,14 @@
         title.subtitle.text = subLines.join("<br>");
         top += subLines.length * subSize * 1.35;
       }
+      // From the top of the figure down. Plotly anchors a wrapped title by its middle line's
+      // baseline, so the pad takes the lines above it as well.
       title.y = 1;
       title.yref = "container";
       title.yanchor = "top";
-      title.pad = { t: 8 };
+      title.pad = { t: 10 + (lines.length - 1) * titleSize * 0.65 };
       layout.title = title;
-      top += 14;
+      top += 14 + title.pad.t;
     }
     var xs = axisKeys(layout, "x");
     var ys = axisKeys(layout, "y");

@@ -329,3 +329,38 @@ def test_print_page_weights(
         rows.append(f"| `{path}` | {kb['html']:.1f} | {kb['js']:.1f} | {kb['css']:.1f} | {total:.1f} |")
     print("\n" + "\n".join(rows))
     assert len(rows) == 2 + len(every_page(replay_like))
+
+
+def test_on_a_phone_the_menu_folds_and_opens_from_the_keyboard(
+    page: Page, log_in_as: Callable[[User], None], replay_like: dict[str, int]
+) -> None:
+    user = User.objects.create_user("ops", password="ops-pass-1234567", is_staff=True)
+    log_in_as(user)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/outages/")
+    audit = page.get_by_role("link", name="Audit log")
+    expect(audit).to_be_hidden()
+    # The mode bars are laid out again as a column: three panels one above the other.
+    expect(page.locator("#mode-bars")).to_have_attribute("data-layout", "column")
+    tops = page.eval_on_selector_all(
+        "#mode-bars g.cartesianlayer g.subplot", "els => els.map(e => e.getBoundingClientRect().top)"
+    )
+    assert len(tops) == 3 and tops == sorted(tops) and len(set(tops)) == 3
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    menu = page.get_by_role("button", name="Menu")
+    expect(menu).to_be_focused()
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"  # the focus is visible
+    page.keyboard.press("Enter")
+    expect(audit).to_be_visible()
+    expect(page.get_by_role("link", name="Admin")).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Board")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(audit).to_be_hidden()
+    # At a desktop's width the same links are in the bar, and there is no Menu button.
+    page.set_viewport_size({"width": 1440, "height": 900})
+    expect(audit).to_be_visible()
+    expect(menu).to_be_hidden()
+    expect(page.locator("#mode-bars")).to_have_attribute("data-layout", "wide")

@@ -59,7 +59,8 @@ def _page() -> bytes:
 <meta http-equiv="refresh" content="3"><title>Slack stand-in ({len(items)})</title>
 <style>body{{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
 article{{border:1px solid #ccc;border-radius:6px;padding:.5rem 1rem;margin:.75rem 0}}
-time{{color:#555;font-size:13px}}p{{margin:.3rem 0;white-space:pre-wrap;overflow-wrap:anywhere}}</style></head><body>
+time{{color:#555;font-size:13px}}
+p{{margin:.3rem 0;white-space:pre-wrap;overflow-wrap:anywhere}}</style></head><body>
 <h1>Slack stand-in</h1><p>What Breaker Panel sent to its Slack webhook, newest first
 ({len(items)} kept, this page refreshes itself).</p>
 {listing}</body></html>""".encode()

@@ -170,13 +170,15 @@ TALL_ROWS = """() => {
     const style = getComputedStyle(row.querySelector('td, th') || row);
     const line = parseFloat(style.lineHeight) || 20;
     if (box.height > 3 * line + 14) {
-      tall.push(`${Math.round(box.height)} px: "${row.textContent.trim().replace(/\\s+/g, ' ').slice(0, 50)}"`);
+      const text = row.textContent.trim().replace(/\\s+/g, ' ').slice(0, 50);
+      tall.push(`${Math.round(box.height)} px: "${text}"`);
     }
   }
   return tall;
 }"""
 
-# Any two texts of one chart (titles, axis titles and ticks, legend, notes, bar labels) that overlap.
+# Any two texts of one chart (titles, axis titles and ticks, legend, notes, bar labels) that
+# overlap, and any cut by the chart's edge.
 CHART_OVERLAPS = """() => {
   const problems = [];
   const texts = '.gtitle, .g-gtitle text, .g-xtitle text, .g-ytitle text, .g-x2title text, '
@@ -212,14 +214,16 @@ WIDE_ELEMENTS = """(width) => [...document.querySelectorAll('body *')]
   .filter((e) => e.getBoundingClientRect().right > width + 1
     && !(e.parentElement && e.parentElement.getBoundingClientRect().right > width + 1))
   .slice(0, 4)
-  .map((e) => e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).split(' ')[0] : ''))
+  .map((e) => e.tagName.toLowerCase()
+    + (e.className ? '.' + String(e.className).split(' ')[0] : ''))
 """
 
 AXE_RUN = """async () => {
   const result = await axe.run(document, {resultTypes: ['violations']});
   return result.violations
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.impact} ${v.id}: ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
+    .map((v) => `${v.impact} ${v.id}: `
+      + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', '));
 }"""
 
 
@@ -269,7 +273,9 @@ def test_every_page_fits_and_passes_axe_at_every_width(
     browser: Any, live_server: Any, replay_like: dict[str, int], width: int
 ) -> None:
     axe = axe_source()
-    context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 844})
+    context = browser.new_context(
+        base_url=live_server.url, viewport={"width": width, "height": 844}
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     console: list[str] = []
@@ -326,7 +332,9 @@ def test_print_page_weights(
         page.goto(path, wait_until="load")
         kb = page.evaluate(WEIGHT)
         total = kb["html"] + kb["js"] + kb["css"]
-        rows.append(f"| `{path}` | {kb['html']:.1f} | {kb['js']:.1f} | {kb['css']:.1f} | {total:.1f} |")
+        rows.append(
+            f"| `{path}` | {kb['html']:.1f} | {kb['js']:.1f} | {kb['css']:.1f} | {total:.1f} |"
+        )
     print("\n" + "\n".join(rows))
     assert len(rows) == 2 + len(every_page(replay_like))
 
@@ -343,7 +351,8 @@ def test_on_a_phone_the_menu_folds_and_opens_from_the_keyboard(
     # The mode bars are laid out again as a column: three panels one above the other.
     expect(page.locator("#mode-bars")).to_have_attribute("data-layout", "column")
     tops = page.eval_on_selector_all(
-        "#mode-bars g.cartesianlayer g.subplot", "els => els.map(e => e.getBoundingClientRect().top)"
+        "#mode-bars g.cartesianlayer g.subplot",
+        "els => els.map(e => e.getBoundingClientRect().top)",
     )
     assert len(tops) == 3 and tops == sorted(tops) and len(set(tops)) == 3
     page.keyboard.press("Tab")

@@ -1,6 +1,6 @@
 """Screenshots of the main pages for docs/screenshots/, made on demand:
 
-    make screenshots        # = BP_SCREENSHOTS=1 make test PYTEST_ARGS=tests/browser/test_screenshots.py
+    make screenshots   # BP_SCREENSHOTS=1 make test PYTEST_ARGS=tests/browser/test_screenshots.py
 
 The board, a tool, an incident and Outages are taken again at a phone's 390 px (``*-390.png``).
 

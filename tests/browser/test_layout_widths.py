@@ -259,7 +259,7 @@ def page_problems(page: Page, *, width: int, axe: str) -> list[str]:
     if scroll > width:
         problems.append(f"the page is {scroll} px wide: {page.evaluate(WIDE_ELEMENTS, width)}")
     problems += page.evaluate(CHART_OVERLAPS)
-    if width <= 400:
+    if width <= 800:
         problems += page.evaluate(TALL_ROWS)
     # axe runs in the page through the DevTools protocol: the page's CSP stays as it is.
     if not page.evaluate("typeof axe !== 'undefined'"):

@@ -135,20 +135,19 @@ def redis_benchmark(
 
 def measure_cost(calls: int) -> list[str]:
     from breakers import services
-    from breakers.fleet.store import OutcomeEvent
     from runs.services import ingest_batch
-    from scripts.testing.fleet_calls import Call
+    from scripts.testing.fleet_calls import fleet_call
 
     store = services.fleet_store()
-    services.fleet_record_tool_calls(calls=[Call("warm", BENCH_TOOL, "w1", "retryable")])
+    services.fleet_record_tool_calls(calls=[fleet_call("warm", BENCH_TOOL, "w1", "retryable")])
     ids = itertools.count()
 
     def via_store(_: int) -> object:
-        event = OutcomeEvent(f"s{next(ids)}", "w1", "retryable")
+        event = fleet_call(f"s{next(ids)}", BENCH_TOOL, "w1", "retryable")
         return store.apply(BENCH_TOOL, [event], now=1_700_000_000_000)
 
     def via_service(_: int) -> object:
-        call = Call(f"v{next(ids)}", BENCH_TOOL, "w1", "retryable")
+        call = fleet_call(f"v{next(ids)}", BENCH_TOOL, "w1", "retryable")
         return services.fleet_record_tool_calls(calls=[call])
 
     store_timing = time_calls("`FleetStore.apply` (redis-py EVALSHA)", calls, via_store)

@@ -35,10 +35,11 @@ from breakers.models import (
 )
 from breakers.permissions import is_operator
 from runs.auth import AgentAuth, OperatorAuth
+from runs.ingest_fleet import fleet_identity
 from runs.models import AgentToken
 from runs.replies import service_unavailable
 from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
-from runs.services import TokenMismatch, check_bound_worker, fleet_identity
+from runs.services import TokenMismatch, check_bound_worker
 
 router = Router(tags=["fleet"])
 

@@ -16,7 +16,7 @@ FUZZ_EXAMPLES ?= 100
 # package-lock.json; without npm the tests that need it skip and say so.
 MCP_TS := tests/mcp/ts
 
-.PHONY: venv mcp1 mcp-ts services system-packages test fuzz lint typecheck bench demo example sdk clean replay-check
+.PHONY: venv mcp1 mcp-ts services system-packages browser-deps screenshots test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -51,8 +51,22 @@ $(MCP_TS)/node_modules/.installed: $(MCP_TS)/package-lock.json
 	    || echo "warning: npm ci in $(MCP_TS) failed; the TypeScript MCP server tests will skip" >&2; \
 	else echo "warning: no npm; the TypeScript MCP server tests will skip" >&2; fi
 
-test: venv mcp1 mcp-ts services system-packages
+# axe-core for the browser tests' accessibility checks, from npm at the version the lock pins.
+AXE := tests/browser/node_modules/axe-core/axe.min.js
+
+browser-deps: $(AXE)
+
+$(AXE): tests/browser/package.json tests/browser/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  timeout 300 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "warning: npm missing: the accessibility checks will skip (apt-get install npm)" >&2; fi
+
+test: venv mcp1 services system-packages mcp-ts browser-deps
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
+
+# docs/screenshots/: the main pages at 1440 px and the board, a tool, an incident and Outages at 390.
+screenshots:
+	BP_SCREENSHOTS=1 $(MAKE) test PYTEST_ARGS="tests/browser/test_screenshots.py -q -p no:cacheprovider"
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
 fuzz: venv services

@@ -7,9 +7,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router
 
 from runs.auth import AgentAuth
+from runs.batch_checks import BatchRefused, parse_batch
 from runs.replies import DB_UNAVAILABLE_RETRY_AFTER_S, service_unavailable
 from runs.schemas import ErrorReply, IngestReply, event_batch_openapi
-from runs.services import BatchRefused, CommitUnknown, IngestConflict, ingest_batch, parse_batch
+from runs.services import CommitUnknown, IngestConflict, ingest_batch
 
 router = Router(tags=["ingest"])
 

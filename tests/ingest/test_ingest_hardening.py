@@ -14,9 +14,9 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from breakers.models import FleetTransition
+from runs.batch_checks import parse_batch
 from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
 from runs.schemas import MAX_COUNT
-from runs.services import parse_batch
 from tests.ingest.conftest import PostBatch, event
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ class BreakersConfig(AppConfig):
 
     def ready(self) -> None:
         from breakers import checks  # noqa: F401 - registers the alert settings checks
-        from breakers.services import (
+        from breakers.fleet_service import (
             FLEET_STORE_ERRORS,
             fleet_record_tool_calls,
             fleet_state,

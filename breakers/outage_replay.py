@@ -19,8 +19,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, tool_policy_update
 from breakers.models import Tool, ToolPolicy
-from breakers.services import fleet_operator_action, tool_policy_update
 from runs.models import AgentToken, OutageReplay
 from runs.simulation.replay import (
     AGENT,

@@ -7,8 +7,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from breakers.health import healthz, readyz
-from breakers.metrics import metrics
+from breakers.observability.health import healthz, readyz
+from breakers.observability.metrics import metrics
 from controlplane.api import api
 from controlplane.login_throttle import ThrottledLoginView
 from runs.otlp.views import post_traces

@@ -34,7 +34,7 @@ def _free_port() -> int:
 def _batch_key(env: dict[str, str], agent: str) -> str:
     code = (
         "import django; django.setup()\n"
-        "from runs.economics import recent_replay_batches\n"
+        "from runs.outage_economics import recent_replay_batches\n"
         "agent = " + repr(agent) + "\n"
         "batches = [b for b in recent_replay_batches() if len(b.modes) == 5 and "
         "(b.first.scenario.get('agent') or 'hand-written') == agent]\n"

@@ -35,11 +35,11 @@ WRONG_WAY = {
     "an import from a layer above, and a cycle": (
         {
             "runs/__init__.py": "",
-            "runs/services.py": "from breakers.services import fleet_store\n",
+            "runs/services.py": "from breakers.fleet_service import fleet_store\n",
             "breakers/__init__.py": "",
-            "breakers/services.py": "from runs import services\n",
+            "breakers/fleet_service.py": "from runs import services\n",
         },
-        ["runs.services -> breakers.services", "runtime import cycles: 1"],
+        ["runs.services -> breakers.fleet_service", "runtime import cycles: 1"],
     ),
     "a UI import from anywhere but the URLs": (
         {

@@ -395,7 +395,7 @@ class FleetStore:
 
     def announce_change(self) -> None:
         """Tell every server process's long-poll watcher that a tool's state just changed, so
-        it reads the fleet's ETag now instead of at its next poll (breakers/fleet_watch.py).
+        it reads the fleet's ETag now instead of at its next poll (breakers/fleet_api/long_poll.py).
         Best effort: a lost message only leaves the waiters to that poll."""
         with contextlib.suppress(redis.RedisError):
             self.client.publish(self.changes_channel, b"1")

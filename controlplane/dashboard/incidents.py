@@ -21,9 +21,9 @@ from django.utils import timezone
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
 from controlplane.dashboard.queries import WindowPage, page_window
-from runs.economics import mode_order, replay_speed
+from runs.incident_runs import IncidentMeasures, incident_measures, runs_affected
 from runs.models import OutageReplay, Outcome, Run, ToolCall
-from runs.queries import IncidentMeasures, incident_measures, runs_affected
+from runs.outage_economics import mode_order, replay_speed
 
 INCIDENTS_PER_PAGE = 50
 MAX_WORKER_GROUPS = 30
@@ -195,7 +195,7 @@ def replay_of(incident: Incident) -> OutageReplay | None:
 
 
 def _batch_key(replay: OutageReplay) -> int:
-    """The Outages page's ``?batch=`` of the replay's invocation (runs.economics.ReplayBatch)."""
+    """The Outages page's ``?batch=`` of the replay's invocation (``ReplayBatch``)."""
     label = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
     if label is None:
         return replay.pk
@@ -386,5 +386,5 @@ def incident_alerts(*, incident: Incident) -> list[AlertEntry]:
 
 
 def measures(*, tool_name: str, start: datetime, end: datetime) -> Measures:
-    """What happened around the tool over [start, end) (the shared definition in runs.queries)."""
+    """What happened around the tool over [start, end) (shared: ``runs.incident_runs``)."""
     return incident_measures(tool=tool_name, start=start, end=end)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.dashboard.economics import OutageComparison
-from runs.economics import TIMES
-from runs.queries import IncidentMeasures
+from runs.incident_runs import IncidentMeasures
+from runs.outage_economics import TIMES
 from runs.simulation.scenario import Scenario
 
 __all__ = (

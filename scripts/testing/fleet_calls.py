@@ -12,7 +12,7 @@ NEVER_STALE = datetime.max.replace(tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Call:
-    """A ``breakers.services.FleetCall``."""
+    """A ``breakers.fleet_service.FleetCall``."""
 
     event_id: str
     tool: str

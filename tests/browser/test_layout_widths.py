@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from breakers.permissions import operators_group
+from breakers.access.operators import operators_group
 from runs.models import Run
 from tests.dashboard.factories import (
     T0,

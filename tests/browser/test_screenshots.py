@@ -29,10 +29,10 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from breakers.access.operators import operators_group
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_store, fleet_tick
 from breakers.models import Incident, Tool
-from breakers.permissions import operators_group
-from breakers.services import fleet_operator_action, fleet_store, fleet_tick
 from runs.models import Run, Worker
 from tests.browser import conftest
 from tests.dashboard.factories import (

@@ -13,8 +13,8 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_rebuild
 from breakers.models import Tool
-from breakers.services import fleet_operator_action, fleet_rebuild
 from controlplane.dashboard.board import BoardFilters, fleet_board
 from runs.models import RunStatus, Worker
 from tests.dashboard.factories import (

@@ -20,7 +20,8 @@ from controlplane.dashboard.economics import (
     outage_comparison,
     sample_runs,
 )
-from runs.economics import (
+from runs.models import OutageReplay, Run
+from runs.outage_economics import (
     TIMES,
     PeriodStats,
     classified_runs,
@@ -29,7 +30,6 @@ from runs.economics import (
     mode_label,
     recent_replay_batches,
 )
-from runs.models import OutageReplay, Run
 from tests.dashboard.factories import (
     T0,
     make_run,

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runs.economics import ReplayClock
 from runs.models import OutageReplay
+from runs.outage_economics import ReplayClock
 from runs.simulation.replay import CONTROL_PLANE, RUNS, _SimClock
 
 

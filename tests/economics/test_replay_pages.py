@@ -15,9 +15,9 @@ from django.utils import timezone
 from controlplane.dashboard.economics import outage_comparison
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
-from runs.economics import TIMES, ReplayBatch
+from runs.incident_runs import IncidentMeasures
 from runs.models import OutageReplay
-from runs.queries import IncidentMeasures
+from runs.outage_economics import TIMES, ReplayBatch
 from runs.simulation.scenario import Scenario
 
 pytestmark = pytest.mark.django_db

@@ -25,8 +25,8 @@ from breakers.models import Incident
 from breakers.outage_replay import replay_token, simulate_modes
 from controlplane.dashboard.economics import incident_charts, outage_comparison
 from controlplane.dashboard.incidents import incident_page, measured_windows
-from runs.economics import recent_replay_batches, runs_reaching_for
 from runs.models import IngestedEvent, OutageReplay, Run
+from runs.outage_economics import recent_replay_batches, runs_reaching_for
 from runs.simulation.replay import RunRecord
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import SEARCH

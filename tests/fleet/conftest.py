@@ -12,7 +12,7 @@ import redis
 from django.test import Client
 
 from breakers.fleet.store import FleetStore
-from breakers.services import fleet_store
+from breakers.fleet_service import fleet_store
 from runs.models import AgentToken
 
 T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)

@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_tick
 from breakers.models import Tool
-from breakers.services import fleet_operator_action, fleet_tick
 from runs.models import AgentToken
 from tests.fleet.conftest import Report, iso
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import redis
 
+from breakers.fleet_service import fleet_store
 from breakers.models import FleetTransition, Incident, Tool
-from breakers.services import fleet_store
 from runs.models import AgentToken, ToolCall
 from scripts.testing.processes import WebServerProcess
 from tests.fleet.conftest import run_started, tool_call

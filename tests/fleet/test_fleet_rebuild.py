@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.store import FleetStore, OutcomeEvent
+from breakers.fleet_service import fleet_rebuild, fleet_store, fleet_tick
 from breakers.models import FleetTransition, Incident, Tool, datetime_to_ms
-from breakers.services import fleet_rebuild, fleet_store, fleet_tick
 from tests.fleet.conftest import Report
 
 pytestmark = pytest.mark.django_db

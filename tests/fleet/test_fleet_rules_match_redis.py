@@ -34,7 +34,7 @@ from breakers.fleet.store import (
     ToolState,
     TrackedTransition,
 )
-from breakers.services import fleet_store
+from breakers.fleet_service import fleet_store
 
 WORKERS = st.sampled_from(["w1", "w2", "w3"])
 OUTCOMES = st.sampled_from(

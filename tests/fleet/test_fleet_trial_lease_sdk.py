@@ -19,9 +19,9 @@ import redis
 
 from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane, Run
+from breakers.fleet_service import fleet_state as rebuild_if_lost
+from breakers.fleet_service import fleet_tick, tool_policy_update
 from breakers.models import FleetTransition, Tool
-from breakers.services import fleet_state as rebuild_if_lost
-from breakers.services import fleet_tick, tool_policy_update
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for

@@ -13,20 +13,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from breakers.call_metrics import count_tool_calls
 from breakers.fleet.rules import AGENT_HOLDER_PREFIX, PROBE_HOLDER, OperatorActionKind
 from breakers.fleet.store import AcquireResult, OutcomeEvent
-from breakers.models import (
-    FleetTransition,
-    OperatorAction,
-    Probe,
-    Tool,
-    ToolPolicy,
-    datetime_from_ms,
-)
-from breakers.probes import run_probe
-from breakers.services.errors import MAX_REASON_CHARS, FleetInputError, NotForcedError
-from breakers.services.transitions import (
+from breakers.fleet_service.errors import MAX_REASON_CHARS, FleetInputError, NotForcedError
+from breakers.fleet_service.transitions import (
     FleetCall,
     epoch_ms,
     existing_tool,
@@ -36,6 +26,16 @@ from breakers.services.transitions import (
     restore_tool,
     with_restore,
 )
+from breakers.models import (
+    FleetTransition,
+    OperatorAction,
+    Probe,
+    Tool,
+    ToolPolicy,
+    datetime_from_ms,
+)
+from breakers.observability.call_metrics import count_tool_calls
+from breakers.probes.runner import run_probe
 from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
 
@@ -78,7 +78,7 @@ def fleet_record_tool_calls(
     not counted twice when it comes back.
     """
     calls = list(calls)
-    count_tool_calls(calls)  # Prometheus (breakers.call_metrics)
+    count_tool_calls(calls)  # Prometheus (breakers.observability.call_metrics)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
     by_tool: dict[str, list[OutcomeEvent]] = {}

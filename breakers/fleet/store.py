@@ -1,4 +1,5 @@
-"""The fleet breakers in Redis: every rule of ``rules.py`` as one atomic Lua script per call.
+"""The fleet breakers in Redis: every rule as one atomic Lua script per call (the reference model
+in ``tests/fleet/reference_model.py`` states the same rules in Python).
 
 Keys of one tool share the hash tag ``{<tool>}`` so each script touches a single slot and runs
 unchanged on Redis Cluster; the tool name is percent-encoded inside the tag so that no name can

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scratch import add_database_arguments, scratch_database  # bench/scratch.py
+from support.scratch import add_database_arguments, scratch_database
 
 if TYPE_CHECKING:
     from scripts.testing.fake_slack import FakeSlackServer

@@ -38,7 +38,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from scratch import (  # bench/scratch.py
+from support.scratch import (
     add_database_arguments,
     drop_database,
     recreate_database,

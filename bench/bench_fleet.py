@@ -55,7 +55,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from scratch import add_database_arguments, free_port, manage, scratch_database  # bench/scratch.py
+from support.scratch import (
+    add_database_arguments,
+    free_port,
+    manage,
+    scratch_database,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

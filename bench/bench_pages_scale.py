@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_board import Timing, setup_django  # bench/ is not a package: found through sys.path
-from scratch import drop_database, recreate_database, with_database
+from support.scratch import drop_database, recreate_database, with_database
 
 TOOLS = [f"tool-{i:02d}" for i in range(20)]
 BIG_TOOL = TOOLS[0]

@@ -10,6 +10,7 @@ import redis
 from django.conf import settings
 
 import tests.vendor_server
+from breakers.fleet_service import fleet_store
 from scripts.testing import processes
 
 # The tests' vendors live on loopback: outbound HTTP may reach it here (and in the server
@@ -39,6 +40,24 @@ def redis_client() -> Iterator[redis.Redis]:
     yield client
     client.flushdb()
     client.close()
+
+
+def delete_fleet_keys(client: redis.Redis) -> None:
+    keys = list(client.scan_iter(match="bp:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def fleet_redis() -> Iterator[redis.Redis]:
+    """This session's Redis with every fleet key (``bp:*``) deleted before and after the test.
+
+    Not FLUSHDB: the Celery broker lives in the same database and its bindings must survive.
+    """
+    client = fleet_store().client
+    delete_fleet_keys(client)
+    yield client
+    delete_fleet_keys(client)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """The layer check that `make lint` runs (scripts/import_graph.py): this tree passes it, and a
-wrong-way import, a runtime cycle between modules or any cycle between packages fails it."""
+wrong-way import, a runtime cycle between modules, any cycle between packages or a test that
+imports a conftest fails it."""
 
 from __future__ import annotations
 
@@ -60,6 +61,23 @@ WRONG_WAY = {
             "runs/services.py -> tests.waiting",
             "bench/bench_x.py -> tests.processes",
             "test or benchmark code where it does not belong: 2",
+        ],
+    ),
+    "a test that imports a conftest instead of asking for its fixture": (
+        {
+            "runs/__init__.py": "",
+            "tests/__init__.py": "",
+            "tests/fleet/__init__.py": "",
+            "tests/fleet/conftest.py": "",
+            "tests/fleet/test_a.py": "from tests.fleet.conftest import Report\n",
+            "tests/fleet/test_b.py": "from tests.fleet import conftest\n",
+            "tests/fleet/test_c.py": "import conftest\n",
+        },
+        [
+            "tests/fleet/test_a.py -> tests.fleet.conftest",
+            "tests/fleet/test_b.py -> tests.fleet.conftest",
+            "tests/fleet/test_c.py -> conftest",
+            "imports of a conftest: 3",
         ],
     ),
 }

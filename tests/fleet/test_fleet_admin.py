@@ -8,7 +8,7 @@ from django.test import Client
 
 from breakers.fleet_service import fleet_store
 from breakers.models import Tool
-from tests.fleet.conftest import Report
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from breakers.fleet_service import fleet_store
 from breakers.models import FleetTransition, Incident, Tool
 from runs.models import AgentToken, ToolCall
 from scripts.testing.processes import WebServerProcess
-from tests.fleet.conftest import run_started, tool_call
+from tests.fleet.support import run_started, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS_PER_WORKER = 4

@@ -17,7 +17,7 @@ from breakers.models import FleetTransition, Incident, Tool
 from runs.models import FleetBacklog, Run, ToolCall
 from runs.services import ingest_batch
 from scripts.testing.processes import free_port
-from tests.fleet.conftest import Report, run_started, tool_call
+from tests.fleet.support import Report, run_started, tool_call
 
 pytestmark = pytest.mark.django_db
 

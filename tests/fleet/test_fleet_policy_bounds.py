@@ -24,7 +24,7 @@ from breakers.fleet_service import (
     fleet_tool_details,
 )
 from breakers.models import POLICY_BOUNDS, OperatorAction, Tool, ToolPolicy
-from tests.fleet.conftest import Report
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from breakers.fleet.store import FleetStore, OutcomeEvent
 from breakers.fleet_service import fleet_rebuild, fleet_store, fleet_tick
 from breakers.models import FleetTransition, Incident, Tool, datetime_to_ms
-from tests.fleet.conftest import Report
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 

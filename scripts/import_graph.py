@@ -1,8 +1,8 @@
 """Measure and check the direction of imports between the layers (see docs/decisions.md, issue 11).
 
 `python scripts/import_graph.py` prints the figures; `--check` exits 1 on any import against the
-layers, any runtime import cycle between modules or any import cycle between packages (run by
-`make lint`).
+layers, any runtime import cycle between modules, any import cycle between packages or any import
+of a conftest (run by `make lint`).
 """
 
 from __future__ import annotations
@@ -153,6 +153,26 @@ def forbidden_imports(root: Path = ROOT) -> list[str]:
     return found
 
 
+def conftest_imports(root: Path = ROOT) -> list[str]:
+    """``file -> module`` for each import of a conftest: pytest loads conftests itself, and what
+    tests share goes through fixtures or a support module."""
+    found = []
+    for folder in ("tests", "bench", "scripts", *map(str, SOURCES.values())):
+        for path in sorted((root / folder).rglob("*.py")) if (root / folder).is_dir() else []:
+            for node, _ in _imports(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    assert isinstance(node, ast.ImportFrom)
+                    base = "." * node.level + (node.module or "")
+                    names = [f"{base}.{alias.name}".lstrip(".") for alias in node.names]
+                    names = [base] if "conftest" in base.split(".") else names
+                for name in names:
+                    if "conftest" in name.split("."):
+                        found.append(f"{path.relative_to(root)} -> {name}")
+    return found
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -254,9 +274,13 @@ def report(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
     print(f"imports of test or benchmark code where it does not belong: {len(support)}")
     for line in support:
         print(f"  {line}")
+    conftests = conftest_imports(root)
+    print(f"imports of a conftest: {len(conftests)}")
+    for line in conftests:
+        print(f"  {line}")
     lines = len(largest[1].read_text().splitlines())
     print(f"largest module: {largest[1].relative_to(root)} ({lines} lines)")
-    return upward + support, runtime_cycles + between_packages
+    return upward + support + conftests, runtime_cycles + between_packages
 
 
 def main() -> int:

@@ -1,9 +1,9 @@
 """gunicorn settings for production: ``gunicorn -c python:controlplane.gunicorn_conf``.
 
 gevent workers: a connection waiting for a slow client's bytes is a parked greenlet, not a busy
-worker, so half-sent requests cannot stall the API (docs/decisions.md, issue 13). psycopg and
-redis-py cooperate with gevent's patched sockets. Prometheus counters of every worker go to
-PROMETHEUS_MULTIPROC_DIR, emptied at start and cleaned per dead worker.
+worker, so half-sent requests cannot stall the API (docs/adr/0095-gunicorn-runs-gevent-workers.md).
+psycopg and redis-py cooperate with gevent's patched sockets. Prometheus counters of every worker go
+to PROMETHEUS_MULTIPROC_DIR, emptied at start and cleaned per dead worker.
 """
 
 from __future__ import annotations

@@ -194,7 +194,8 @@ BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
 # Who counts towards min_workers: distinct "workers" (worker id; the default, works with one
 # token shared by the fleet) or distinct agent "tokens" (one token per host: a token cannot
-# forge the quorum by making up worker ids). See docs/decisions.md, trust model.
+# forge the quorum by making up worker ids). See
+# docs/adr/0107-the-fleet-quorum-counts-distinct-worker.md.
 FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
@@ -216,7 +217,9 @@ BREAKER_PROBE_CALLABLE_PREFIXES = envlist("BREAKER_PROBE_CALLABLE_PREFIXES", ["b
 # request occupies a server thread: 0 turns it off (agents then poll), as a sync-worker server must.
 BREAKER_FLEET_WAIT_MAX_SECONDS = envfloat("BREAKER_FLEET_WAIT_MAX_SECONDS", 20.0)
 # Held requests per server process; beyond it the answer is immediate and that agent polls.
-# Keep it below the process's threads (gunicorn gthread --threads), or ingest waits behind them.
+# Under gthread keep it below --threads, or ingest waits behind them; under gevent (the compose
+# file's workers) a held request is a parked greenlet
+# (docs/adr/0095-gunicorn-runs-gevent-workers.md).
 BREAKER_FLEET_MAX_WAITERS = envint("BREAKER_FLEET_MAX_WAITERS", 2)
 # Held requests wake on the fleet's change announcements (Redis pub/sub) as well as the watcher's
 # 25 ms poll; False: the poll alone (the fallback, and bench/bench_fleet.py's baseline).

@@ -1,7 +1,8 @@
 """The hook through which ingest tells the fleet breaker (a layer above it) about tool calls.
 
 The fleet registers its functions in its ``AppConfig.ready()``; without it ingest runs alone
-(no fleet: nothing to wait for, an empty fleet state). Why: docs/decisions.md, issue 11.
+(no fleet: nothing to wait for, an empty fleet state). Why:
+docs/adr/0129-ingest-tells-the-fleet-through-runs.md.
 """
 
 from __future__ import annotations

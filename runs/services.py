@@ -438,7 +438,8 @@ def ingest_batch(
 
 def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
     """Who an outcome (or a trial lease) counts for in the fleet's quorum: the worker id, or
-    with ``FLEET_QUORUM = "tokens"`` the token (docs/decisions.md, trust model)."""
+    with ``FLEET_QUORUM = "tokens"`` the token
+    (docs/adr/0107-the-fleet-quorum-counts-distinct-worker.md)."""
     if token is not None and settings.FLEET_QUORUM == "tokens":
         return f"token:{token.pk}"
     return worker_id

@@ -1,4 +1,5 @@
-"""Measure and check the direction of imports between the layers (see docs/decisions.md, issue 11).
+"""Measure and check the direction of imports between the layers (see
+docs/adr/0128-layers-point-one-way-checked-by.md).
 
 `python scripts/import_graph.py` prints the figures; `--check` exits 1 on any import against the
 layers, any runtime import cycle between modules, any import cycle between packages or any import
@@ -290,7 +291,7 @@ def main() -> int:
     args = parser.parse_args()
     upward, runtime_cycles = report(args.root)
     if args.check and (upward or runtime_cycles):
-        print("import check failed: see docs/decisions.md (issue 11) for the layers")
+        print("import check failed: see docs/adr/0128-layers-point-one-way-checked-by.md")
         return 1
     return 0
 

@@ -6,7 +6,8 @@
 Serves the replay's own database (what `make replay-check` or `scripts/replay_agents.sh` left)
 with Django's server on a free port, logs in as the demo operator, and saves the full Outages
 page of the newest batch the agent played, with the system chromium (as tests/browser do). The
-README's table must be that batch's (`python -m runs.simulation.check --markdown ...json`).
+table beside it in docs/benchmarks.md ("The outage replay in brief") must be that batch's
+(`python -m runs.simulation.check --markdown ...json`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Slack alerts on fleet breaker events: made with the transitions (creation), worded from
 what happened (facts), delivered once each (delivery), and swept on beat (sweep).
 
-The rules and their reasons: docs/decisions.md.
+The rules and their reasons: the Slack alerts records in docs/adr/, from
+docs/adr/0048-alert-rows-in-the-transition-s.md.
 """
 
 from __future__ import annotations

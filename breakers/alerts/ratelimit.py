@@ -1,6 +1,6 @@
 """A per-channel send rate shared by every process through Redis (GCRA, one Lua script): it
 returns the wait instead of sleeping, and ``hold`` pushes a whole channel back after a 429.
-Why: docs/decisions.md, "Slack transport and alert messages".
+Why: docs/adr/0011-per-channel-gcra-rate-limit-in.md.
 """
 
 from __future__ import annotations

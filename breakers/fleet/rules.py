@@ -1,7 +1,7 @@
 """The fleet breaker rules' vocabulary (no Django, no I/O): policy, transition and cause types, the
 forced states and operator actions that the Lua scripts in ``breakers/fleet/lua/``, the services
 and the pages share. The rules themselves run in Lua; ``tests/fleet/reference_model.py`` restates
-them in Python as the tests' oracle.
+them in Python as the tests' oracle (docs/adr/0024-the-fleet-rules-exist-twice-a.md).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 A waiting request sleeps on a condition. While anyone waits, a single daemon thread reads the
 fleet's ETag from Redis every ``interval`` seconds and wakes every waiter when it changes, so the
-Redis load does not grow with the number of waiting agents (docs/decisions.md, issue 14). With
-``subscribe``, the thread also listens for the store's change announcements (Redis pub/sub) and
-reads the ETag at once when one arrives, in every server process; the poll stays as a fallback.
+Redis load does not grow with the number of waiting agents
+(docs/adr/0083-one-watcher-thread-per-server-process.md). With ``subscribe``, the thread also
+listens for the store's change announcements (Redis pub/sub) and reads the ETag at once when one
+arrives, in every server process; the poll stays as a fallback.
 """
 
 from __future__ import annotations

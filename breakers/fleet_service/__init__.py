@@ -1,6 +1,7 @@
 """Fleet breaker services, the Django shell around the Redis store: operators' and agents' commands,
 the beat's maintenance (tick, rebuild, reconcile), and read-only selectors. Redis decides, the
-database records each transition (``transitions``). Why: docs/decisions.md, "Fleet breaker".
+database records each transition (``transitions``). Why: the fleet breaker records in docs/adr/,
+from docs/adr/0024-the-fleet-rules-exist-twice-a.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Slack incoming webhooks through ``slack_sdk``'s ``WebhookClient``: one POST per ``notify()``,
 always with a timeout, the answer mapped to success or a ``TransportError``. The webhook URL is a
-secret: only ``mask_webhook_url`` shows it. Why: docs/decisions.md, "Slack transport".
+secret: only ``mask_webhook_url`` shows it. Why: docs/adr/0008-keep-the-slack-webhook-url-out.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Slack messages for fleet breaker alerts: pure functions, no Django, no network. Untrusted text
 goes through ``escape_mrkdwn`` (inert and clipped); ``check_limits`` re-checks each message against
-Slack's Block Kit limits. Why: docs/decisions.md, "Slack transport and alert messages".
+Slack's Block Kit limits. Why: docs/adr/0010-agent-text-in-slack-messages-is.md.
 """
 
 from __future__ import annotations

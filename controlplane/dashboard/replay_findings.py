@@ -1,7 +1,7 @@
 """What an outage replay batch shows, in sentences computed from its figures, and what it assumes.
 
 The Outages page and the incident page print these instead of fixed claims, so a page never
-says more than its own numbers do (docs/decisions.md, issue 14).
+says more than its own numbers do (docs/adr/0078-page-findings-are-computed-from-the.md).
 """
 
 from __future__ import annotations

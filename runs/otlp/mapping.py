@@ -170,8 +170,9 @@ def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) 
     if facts is None:
         service = span.resource.get("service.name")
         agent = service if isinstance(service, str) and service else "unknown_service"
-        # The run is created by whichever of its spans comes first (docs/decisions.md); its
-        # start is corrected afterwards when an earlier span arrives.
+        # The run is created by whichever of its spans comes first
+        # (docs/adr/0109-one-run-per-trace-created-lazily.md); its start is corrected afterwards
+        # when an earlier span arrives.
         started = {"id": f"{run_id}-run", "type": "run.started", "ts": _iso(span.start_ns),
                    "run_id": run_id, "agent": agent[:200]}  # fmt: skip
         batch.append(started)

@@ -197,9 +197,10 @@ class _SimClock:
 
     The clock never runs past a run that is due: each thread that sleeps on it is at the moment
     it last asked to wake, and until it asks again (or ``leave``s) the clock holds there, however
-    long the thread waited for the GIL or a core (docs/decisions.md). It also stops while the
-    control plane is behind (``pause()``/``resume()``, ``_Governor``). ``_pauses`` and
-    ``paused_s`` are the stops, overlapping holds merged; ``held_s`` is each reason's own total.
+    long the thread waited for the GIL or a core (docs/adr/0157-the-replay-s-clock-never-runs.md).
+    It also stops while the control plane is behind (``pause()``/``resume()``, ``_Governor``).
+    ``_pauses`` and ``paused_s`` are the stops, overlapping holds merged; ``held_s`` is each
+    reason's own total.
     """
 
     def __init__(self, speed: float) -> None:
@@ -359,7 +360,7 @@ class _Governor:
     unanswered for longer than ``lag_s`` (real seconds), more than ``high`` events waiting, or
     (with ``push``) a worker still without a fleet change another has heard of; resumes once
     every batch is answered, at most ``low`` events wait and every worker has the newest fleet
-    state (docs/decisions.md).
+    state (docs/adr/0162-a-held-moment-maps-to-the.md).
 
     It reads the SDK sender's in-flight count and acknowledged-batch counter: a replay of the
     product, in the product's repository, may look at its own client's internals.

@@ -1,6 +1,6 @@
 """The fleet breaker rules as plain Python (time as an argument): the reference model that the Lua
 scripts in ``breakers/fleet/lua/`` must match (``test_fleet_rules_match_redis`` checks them step for
-step). Only tests use it. Why twice: docs/decisions.md, "Fleet breaker".
+step). Only tests use it. Why twice: docs/adr/0024-the-fleet-rules-exist-twice-a.md.
 """
 
 from __future__ import annotations

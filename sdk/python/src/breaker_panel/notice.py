@@ -3,7 +3,7 @@
 Written for a model, not an operator: what is gone and why in plain words, then what to do.
 No scopes, breaker states, cooldowns or trials (the pages show those). It is resent on every
 step, so it stays short. Tools are listed by name so the same state always renders the same
-text. Examples before and after: docs/decisions.md, issue 12.
+text. Examples before and after: docs/adr/0121-the-notice-is-written-for-a.md.
 """
 
 from __future__ import annotations

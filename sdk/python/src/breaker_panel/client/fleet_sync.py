@@ -5,7 +5,8 @@ It long-polls ``GET /api/v1/fleet?wait=N`` with ``If-None-Match`` (one request o
 and falls back to polling every ``poll_interval`` when the server does not hold the request.
 After each poll it asks ``POST /api/v1/tools/{tool}/trial`` for each half-open tool that wants
 a trial, while this worker has a run in progress; a refusal is asked again after
-``trial_retry_interval``, an error on the next poll. The why: docs/decisions.md.
+``trial_retry_interval``, an error on the next poll. The why:
+docs/adr/0052-when-a-worker-asks-for-the.md.
 """
 
 from __future__ import annotations

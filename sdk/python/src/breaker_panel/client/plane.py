@@ -2,7 +2,8 @@
 fleet view, starts runs, and owns the two background threads (the sender and the fleet sync).
 
 Nothing on the agent's side waits on the network: ``available()``, ``notice()`` and every
-``record_*()`` touch in-process state only. The why: docs/decisions.md.
+``record_*()`` touch in-process state only. The why:
+docs/adr/0126-the-controlplane-hot-path-flat-tuples.md.
 """
 
 from __future__ import annotations

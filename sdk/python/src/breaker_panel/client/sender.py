@@ -7,7 +7,8 @@ exactly once. "Later" answers (no answer, 401, 408, 429, 503, anything with ``Re
 resent for as long as it takes; a batch the server keeps failing with another 5xx is bisected
 down to the event it cannot take, and only that event is dropped (once an empty batch shows the
 server is up). A full buffer drops new events (the oldest, which later ones refer to, are kept)
-and reports their count with the next batch that gets through. The why: docs/decisions.md.
+and reports their count with the next batch that gets through. The why:
+docs/adr/0073-the-sdk-sender-splits-answers-three.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ never sees, and whose calls to them are refused without running them or ending t
     agent = protect(Agent(name="research", tools=[web_search, fetch_url]), plane)
     result = await Runner.run(agent, "...")
 
-How, and the traps avoided (docs/decisions.md, issue 12):
+How, and the traps avoided (docs/adr/0123-openai-agents-sdk-integration-through-an.md):
 
 - The tools are filtered in a `Model` wrapper, never with `FunctionTool.is_enabled`: a tool
   that disappears between the model call and its execution raises `ModelBehaviorError` and

@@ -2,10 +2,10 @@
 
 Used by the gateway, and by `guard_session` when it is given the worker breakers or a plane.
 
-Each `tools/call` is one run (see docs/decisions.md, issue 16): a run keeps a removed tool for
-the rest of the run, and a desktop client's session can last for days, so a session-long run
-would never see a tool come back. The offered set is read through a run view that reports
-nothing, so listing tools never adds events.
+Each `tools/call` is one run (see docs/adr/0086-the-mcp-gateway-makes-each-tools.md): a run keeps a
+removed tool for the rest of the run, and a desktop client's session can last for days, so a
+session-long run would never see a tool come back. The offered set is read through a run view that
+reports nothing, so listing tools never adds events.
 """
 
 from __future__ import annotations

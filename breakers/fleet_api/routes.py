@@ -129,6 +129,9 @@ FLEET_WATCH: FleetWatch[fleet_service.FleetView | None] = FleetWatch(
 
 @router.get(
     "/fleet",
+    # Operation ids as they were when this module was breakers/api.py: clients generate code
+    # from them, so they do not follow the module's path.
+    operation_id="breakers_api_get_fleet",
     auth=AgentAuth(),
     response={200: FleetOut, 304: None},
     summary="The fleet breaker state of every tool",
@@ -179,6 +182,7 @@ class TrialOut(Schema):
 
 @router.post(
     "/tools/{path:tool}/trial",
+    operation_id="breakers_api_post_trial",
     auth=AgentAuth(),
     response={200: TrialOut, 403: ErrorReply, 404: ErrorReply},
     summary="Ask for the half-open trial of a tool without a probe",
@@ -322,6 +326,7 @@ _POLICY_BLANKS: dict[str, Any] = {
 
 @router.put(
     "/tools/{path:tool}/policy",
+    operation_id="breakers_api_put_policy",
     auth=OPERATOR,
     response={200: dict[str, Any], 400: dict[str, Any], 404: ErrorReply},
     summary="Change a tool's policy (threshold, cooldown, min workers, probe)",
@@ -343,6 +348,7 @@ def put_policy(request: HttpRequest, tool: str, body: PolicyIn) -> Any:
 # Last: its pattern would also match the longer paths above (a tool name may contain '/').
 @router.get(
     "/tools/{path:tool}",
+    operation_id="breakers_api_get_tool",
     auth=OPERATOR,
     response={200: dict[str, Any], 404: ErrorReply},
     summary="One tool's live fleet breaker: streak, workers, policy",

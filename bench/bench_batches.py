@@ -116,10 +116,19 @@ def client(url: str, token: str, tree: str, batches: int) -> None:
     from breaker_panel.client import transport
 
     assert transport.__file__.startswith(tree), transport.__file__
-    plane = ControlPlane(
-        url, token=token, worker_id=f"bench-{os.getpid()}", batch_size=100, flush_interval=60,
-        fleet_wait=0, fleet_poll_interval=3600,
-    )  # fmt: skip
+    settings = {
+        "batch_size": 100,
+        "flush_interval": 60,
+        "fleet_wait": 0,
+        "fleet_poll_interval": 3600,
+    }
+    worker_id = f"bench-{os.getpid()}"
+    try:
+        from breaker_panel import PlaneConfig
+    except ImportError:  # a baseline checkout from before the settings moved into PlaneConfig
+        plane = ControlPlane(url, token=token, worker_id=worker_id, **settings)
+    else:
+        plane = ControlPlane(url, token=token, worker_id=worker_id, config=PlaneConfig(**settings))
     times = []
     for n in range(WARM_UP + batches):
         run = plane.start_run(agent="bench")

@@ -291,16 +291,20 @@ def post_events(url: str, token: str, worker: str, events: list[dict[str, Any]])
 
 def measure_propagation(url: str, token: str, trials: int, workers: int, sync: str) -> list[str]:
     from breaker_panel import ToolFailure
-    from breaker_panel.client import ControlPlane  # the agents' real client
+    from breaker_panel.client import ControlPlane, PlaneConfig  # the agents' real client
 
     wait = 20.0 if sync.startswith("push") else 0.0
     # Worker A reports the failure that opens the breaker; the B workers are the others whose
     # available() must drop the tool. A raw HTTP reporter supplies the first four failures from
     # a third worker, so the opening failure is A's and no B reports anything in a trial.
     key = f"{sync.split(',')[0]}-{secrets.token_hex(3)}"  # tools and workers new in each round
-    plane_a = ControlPlane(url, token=token, worker_id=f"bench-a-{key}", fleet_wait=wait)
+    plane_a = ControlPlane(
+        url, token=token, worker_id=f"bench-a-{key}", config=PlaneConfig(fleet_wait=wait)
+    )
     planes_b = [
-        ControlPlane(url, token=token, worker_id=f"bench-b{i}-{key}", fleet_wait=wait)
+        ControlPlane(
+            url, token=token, worker_id=f"bench-b{i}-{key}", config=PlaneConfig(fleet_wait=wait)
+        )
         for i in range(workers)
     ]
     run_a = plane_a.start_run(agent="bench", step_budget=20)

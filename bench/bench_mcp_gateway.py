@@ -120,7 +120,7 @@ def envelope_share(rounds: int) -> list[float]:
 
 def breaker_share(rounds: int) -> tuple[list[float], list[float]]:
     from breaker_panel import WorkerBreakers
-    from breaker_panel.mcp_gateway.breaking import LocalBreakers
+    from breaker_panel.per_call import LocalBreakers
 
     breakers = LocalBreakers(WorkerBreakers())
     names = [f"tool_{i:02d}" for i in range(20)]

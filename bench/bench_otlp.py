@@ -234,7 +234,7 @@ def main() -> None:
     recreate_database(args.database_url, args.bench_db)
     env = os.environ | {
         "DATABASE_URL": db_url, "REDIS_URL": args.redis_url, "CELERY_BROKER_URL": args.redis_url,
-        "DEBUG": "False", "SECRET_KEY": secrets.token_urlsafe(32), "DB_CONN_MAX_AGE": "600",
+        "DEBUG": "False", "SECRET_KEY": secrets.token_urlsafe(64), "DB_CONN_MAX_AGE": "600",
         "LOG_LEVEL": "WARNING",
     }  # fmt: skip
     server = None

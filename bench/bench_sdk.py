@@ -42,15 +42,15 @@ import pybreaker
 
 from breaker_panel import (
     ControlPlane,
-    ExternalScope,
+    PlaneConfig,
     RunBreakers,
-    ScopeState,
     State,
     ToolBreaker,
     ToolFailure,
     WorkerBreakers,
 )
 from breaker_panel.client import Run
+from breaker_panel.external_scope import ExternalScope, ScopeState
 
 IO_EVENT_PREFIXES = (
     "open",
@@ -193,7 +193,11 @@ def sdk_cases() -> list[Case]:
     # server and no sender thread (as while the sender backs off); the buffer is emptied
     # between rounds, untimed, so every timed call takes the append path, never the drop path.
     plane = ControlPlane(
-        "http://127.0.0.1:9", token="bench", worker_id="bench", start=False, max_buffer=10**9
+        "http://127.0.0.1:9",
+        token="bench",
+        worker_id="bench",
+        config=PlaneConfig(max_buffer=10**9),
+        start=False,
     )
     plane.update_fleet({"version": 1, "tools": {name: {"state": "closed"} for name in NAMES}})
     tripping = plane.start_run(agent="bench")

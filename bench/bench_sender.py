@@ -22,14 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from breaker_panel import ControlPlane
+from breaker_panel import ControlPlane, PlaneConfig
 from scripts.testing.events_server import ScriptedServer, fails_on_transitions, play_run
 
 
 def one_round() -> tuple[float, int, int]:
     server = ScriptedServer(fails_on_transitions)
     plane = ControlPlane(
-        server.url, token="bp_bench", worker_id="w1", start=False, fleet_poll_interval=60
+        server.url,
+        token="bp_bench",
+        worker_id="w1",
+        config=PlaneConfig(fleet_poll_interval=60),
+        start=False,
     )
     try:
         play_run(plane)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from breaker_panel import Removal, Scope, SemanticStrike, ToolBreaker
-from breaker_panel.notice import render_notice
+from breaker_panel import Scope, ToolBreaker
+from breaker_panel.notice import Removal, SemanticStrike, render_notice
 from runs.models import BreakerState, Outcome, ReportedTransition, ToolCall
 
 REMOVING_STATES = frozenset({BreakerState.OPEN, BreakerState.FORCED_OPEN})

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -384,13 +384,15 @@ def ingest_batch(
     dropped: DropReport | None = None,
     now: datetime | None = None,
     may_hold_nulls: bool = True,
+    before_commit: Callable[[], None] | None = None,
 ) -> IngestResult:
     """Apply a batch from one worker: every valid, new event once; report the rest.
 
     ``token`` is the agent token the batch came with (None only for callers inside the control
     plane): event ids and run ids are scoped by token and worker id. The database commits first;
     the fleet breaker in Redis is updated after the commit, so it never counts an event whose
-    rows were rolled back.
+    rows were rolled back. ``before_commit`` runs last inside the batch's transaction, for writes
+    that must land with the batch or not at all (the OTLP receiver's run corrections).
     """
     check_bound_worker(token=token, worker_id=worker_id)
     now = now or timezone.now()
@@ -424,6 +426,8 @@ def ingest_batch(
                 plan.writes.dropped_events = dropped.count
             rejected.extend(plan.rejected)
             writer.write(plan.writes, worker_pk=claim.worker_pk)
+            if before_commit is not None:
+                before_commit()
     except WriteConflict as exc:
         raise IngestConflict(str(exc)) from exc
     apply_fleet_outcomes(tool_calls=plan.fleet_calls)

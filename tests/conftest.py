@@ -12,6 +12,7 @@ from django.conf import settings
 import tests.vendor_server
 from breakers.fleet_service import fleet_store
 from scripts.testing import processes
+from tests.fleet.support import delete_fleet_keys
 
 # The tests' vendors live on loopback: outbound HTTP may reach it here (and in the server
 # processes the tests start, which inherit this environment). Production refuses it by default.
@@ -40,12 +41,6 @@ def redis_client() -> Iterator[redis.Redis]:
     yield client
     client.flushdb()
     client.close()
-
-
-def delete_fleet_keys(client: redis.Redis) -> None:
-    keys = list(client.scan_iter(match="bp:*", count=1000))
-    if keys:
-        client.delete(*keys)
 
 
 @pytest.fixture

@@ -32,6 +32,11 @@ JSON = "application/json"
 
 _TRACE_ID_BYTES = 16
 _SPAN_ID_BYTES = 8
+_INT64 = range(-(2**63), 2**63)
+_UINT64_MAX = 2**64 - 1
+# Attribute values nested deeper than this are dropped (as an unknown value kind is): no mapping
+# reads a nested value, and deep ones would only cost stack.
+MAX_VALUE_DEPTH = 16
 # Span.kind / Status.code numbers from the OTLP proto.
 STATUS_ERROR = 2
 SPAN_KIND_SERVER = 2
@@ -68,8 +73,13 @@ class SpanRecord:
 @dataclass(slots=True)
 class DecodedExport:
     spans: list[SpanRecord] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)  # each span's position in the export
     # (span position in the export, reason) for spans that could not be read (bad ids).
     invalid: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, span: SpanRecord, position: int) -> None:
+        self.spans.append(span)
+        self.positions.append(position)
 
 
 def decode_export(
@@ -121,6 +131,8 @@ def _parse_json(raw: bytes) -> DecodedExport:
         document = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadExport(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadExport("body is nested too deeply to be an OTLP export") from None
     if not isinstance(document, dict):
         raise BadExport("body must be a JSON object with 'resourceSpans'")
     return _flatten_json(document)
@@ -138,7 +150,7 @@ def _flatten_json(document: dict[str, Any]) -> DecodedExport:
         for j, scope_spans in enumerate(_array(resource_spans, "scopeSpans", where)):
             for span in _array(scope_spans, "spans", f"{where}.scopeSpans[{j}]"):
                 try:
-                    out.spans.append(_json_span(span, resource))
+                    out.add(_json_span(span, resource), position)
                 except ValueError as exc:
                     out.invalid.append((position, str(exc)))
                 position += 1
@@ -170,8 +182,8 @@ def _json_span(span: object, resource: dict[str, Any]) -> SpanRecord:
     for event in span.get("events") or []:
         if isinstance(event, dict) and event.get("name") == "exception":
             found = _json_attributes(event.get("attributes"))
-            exception_type = str(found.get("exception.type", ""))
-            exception_message = str(found.get("exception.message", ""))
+            exception_type = _text(found.get("exception.type"))
+            exception_message = _text(found.get("exception.message"))
             break
     status = span.get("status")
     if not isinstance(status, dict):
@@ -188,7 +200,7 @@ def _json_span(span: object, resource: dict[str, Any]) -> SpanRecord:
         attributes=_json_attributes(span.get("attributes")),
         resource=resource,
         status_code=_enum(status.get("code"), _STATUS_CODES),
-        status_message=str(status.get("message") or ""),
+        status_message=_text(status.get("message")),
         exception_type=exception_type,
         exception_message=exception_message,
     )
@@ -210,7 +222,9 @@ def _json_id(value: object, size: int, field: str, optional: bool = False) -> st
     try:
         data = bytes.fromhex(value)
     except ValueError:
-        raise ValueError(f"{field} must be {digits} hex digits") from None
+        data = b""
+    if len(data) != size:  # fromhex skips spaces, so 32 characters may hold fewer digits
+        raise ValueError(f"{field} must be {digits} hex digits")
     if not any(data):
         if optional:
             return ""  # some exporters write a root span's parent as zeros
@@ -227,54 +241,81 @@ def _enum(value: object, names: dict[str, int]) -> int:
 def _uint64(value: object, field: str) -> int:
     if value is None:
         return 0
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _UINT64_MAX:
         return value
-    raise ValueError(f"{field} must be a non-negative integer (a string of digits in JSON)")
+    raise ValueError(f"{field} must be a non-negative integer below 2^64 (digits in JSON)")
 
 
-def _json_attributes(values: object) -> dict[str, Any]:
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _json_attributes(values: object, depth: int = 0) -> dict[str, Any]:
     if not isinstance(values, list):
         return {}
     return {
-        item["key"]: _json_value(item.get("value"))
+        item["key"]: _json_value(item.get("value"), depth)
         for item in values
         if isinstance(item, dict) and isinstance(item.get("key"), str)
     }
 
 
-def _json_value(value: object) -> Any:
+def _json_value(value: object, depth: int = 0) -> Any:
+    """One ``AnyValue``; a value of the wrong type for its kind (a 1e999 ``intValue``, an
+    object as ``stringValue``) is dropped like an unknown kind, as protobuf could not hold it."""
     if not isinstance(value, dict):
         return None
     if "stringValue" in value:
-        return value["stringValue"]
+        return value["stringValue"] if isinstance(value["stringValue"], str) else None
     if "boolValue" in value:
-        return value["boolValue"]
+        return value["boolValue"] if isinstance(value["boolValue"], bool) else None
     if "intValue" in value:
-        raw = value["intValue"]
-        try:
-            return int(raw)
-        except (TypeError, ValueError):
-            return None
+        return _int64(value["intValue"])
     if "doubleValue" in value:
-        raw = value["doubleValue"]
-        try:
-            return float(raw)
-        except (TypeError, ValueError):
-            return None
+        return _double(value["doubleValue"])
+    if depth >= MAX_VALUE_DEPTH:
+        return None
     if "arrayValue" in value:
-        items = value["arrayValue"].get("values") if isinstance(value["arrayValue"], dict) else []
-        return [_json_value(item) for item in items or []]
+        array = value["arrayValue"]
+        items = array.get("values") if isinstance(array, dict) else None
+        return [_json_value(item, depth + 1) for item in items] if isinstance(items, list) else []
     if "kvlistValue" in value:
         kvlist = value["kvlistValue"]
-        return _json_attributes(kvlist.get("values") if isinstance(kvlist, dict) else None)
-    if "bytesValue" in value:
+        return _json_attributes(
+            kvlist.get("values") if isinstance(kvlist, dict) else None, depth + 1
+        )
+    if "bytesValue" in value and isinstance(value["bytesValue"], str):
         try:
-            return base64.b64decode(str(value["bytesValue"])).hex()
+            return base64.b64decode(value["bytesValue"]).hex()
         except (binascii.Error, ValueError):
             return None
     return None
+
+
+def _int64(raw: object) -> int | None:
+    """An ``intValue``: a JSON number or a string of digits, within int64."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, float) and raw.is_integer():  # 1e3 is an integer; inf and nan are not
+        raw = int(raw)
+    elif isinstance(raw, str) and len(raw) <= 20:
+        try:
+            raw = int(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, int) and raw in _INT64 else None
+
+
+def _double(raw: object) -> float | None:
+    """A ``doubleValue``: a number, or a string such as "Infinity" or "NaN" as the spec allows."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        return None
+    try:
+        return float(raw)
+    except (ValueError, OverflowError):  # a 400-digit integer has no float
+        return None
 
 
 def _flatten(request: ExportTraceServiceRequest) -> DecodedExport:
@@ -288,7 +329,7 @@ def _flatten(request: ExportTraceServiceRequest) -> DecodedExport:
                 if reason is not None:
                     out.invalid.append((position, reason))
                 else:
-                    out.spans.append(_record(span, resource))
+                    out.add(_record(span, resource), position)
                 position += 1
     return out
 
@@ -308,8 +349,8 @@ def _record(span: Any, resource: dict[str, Any]) -> SpanRecord:
     for event in span.events:
         if event.name == "exception":
             found = attributes_to_dict(event.attributes)
-            exception_type = str(found.get("exception.type", ""))
-            exception_message = str(found.get("exception.message", ""))
+            exception_type = _text(found.get("exception.type"))
+            exception_message = _text(found.get("exception.message"))
             break
     return SpanRecord(
         trace_id=binascii.hexlify(span.trace_id).decode(),
@@ -328,19 +369,19 @@ def _record(span: Any, resource: dict[str, Any]) -> SpanRecord:
     )
 
 
-def attributes_to_dict(attributes: Any) -> dict[str, Any]:
+def attributes_to_dict(attributes: Any, depth: int = 0) -> dict[str, Any]:
     """OTLP ``KeyValue`` list -> plain dict (arrays as lists, maps as dicts, bytes as hex)."""
-    return {kv.key: _value(kv.value) for kv in attributes if isinstance(kv, KeyValue)}
+    return {kv.key: _value(kv.value, depth) for kv in attributes if isinstance(kv, KeyValue)}
 
 
-def _value(value: AnyValue) -> Any:
+def _value(value: AnyValue, depth: int = 0) -> Any:
     which = value.WhichOneof("value")
-    if which is None:
+    if which is None or (which in ("array_value", "kvlist_value") and depth >= MAX_VALUE_DEPTH):
         return None
     if which == "array_value":
-        return [_value(item) for item in value.array_value.values]
+        return [_value(item, depth + 1) for item in value.array_value.values]
     if which == "kvlist_value":
-        return attributes_to_dict(value.kvlist_value.values)
+        return attributes_to_dict(value.kvlist_value.values, depth + 1)
     if which == "bytes_value":
         return value.bytes_value.hex()
     return getattr(value, which)

@@ -8,12 +8,13 @@ kinds it does not know (HTTP, database, a framework's own) are counted as ignore
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from runs.otlp.decode import SPAN_KIND_SERVER, STATUS_ERROR, SpanRecord
+from runs.schemas import MAX_ID_CHARS, MAX_TS, check_identifier
 
 __all__ = (
     "AgentSpan",
@@ -42,6 +43,8 @@ _OUTPUT_TOKEN_ATTRIBUTES = (
     "llm.token_count.completion",
 )
 _MAX_ERROR_CHARS = 2000
+# The events API's bound on times (runs.schemas); its lower bound, 1970, is a uint64's own.
+_MAX_TS_NS = int(MAX_TS.timestamp()) * 1_000_000_000
 
 # price(model, provider, input_tokens, output_tokens) -> USD, or None when the model is unknown.
 Pricer = Callable[[str, str, int, int], float | None]
@@ -92,6 +95,7 @@ class MappedExport:
     span_of_event: dict[str, int] = field(default_factory=dict)  # event id -> span position
     runs: dict[tuple[str, str], RunFacts] = field(default_factory=dict)  # (worker, run id)
     ignored: int = 0
+    rejected: dict[int, str] = field(default_factory=dict)  # span position -> reason
 
 
 def run_id_for(span: SpanRecord) -> str:
@@ -100,23 +104,40 @@ def run_id_for(span: SpanRecord) -> str:
 
 def worker_id_for(resource: dict[str, Any]) -> str:
     """``service.instance.id``, else ``host.name:process.pid``, else the service name."""
+    return _worker(resource)[0]
+
+
+def _worker(resource: dict[str, Any]) -> tuple[str, str]:
+    """(worker id, the resource attributes it was taken from)."""
     instance = resource.get("service.instance.id")
     if isinstance(instance, str) and instance:
-        return instance
+        return instance, "service.instance.id"
     host, pid = resource.get("host.name"), resource.get("process.pid")
-    if host and pid is not None:
-        return f"{host}:{pid}"
+    if isinstance(host, str) and host and isinstance(pid, int | str) and not isinstance(pid, bool):
+        return f"{host}:{pid}", "host.name:process.pid"
     service = resource.get("service.name")
-    return f"{service}" if isinstance(service, str) and service else "unknown_service"
+    if isinstance(service, str) and service:
+        return service, "service.name"
+    return "unknown_service", "service.name"
 
 
-def map_spans(spans: Iterable[SpanRecord], *, config: MappingConfig) -> MappedExport:
+def map_spans(
+    spans: Iterable[SpanRecord], *, config: MappingConfig, refused: Mapping[int, str] | None = None
+) -> MappedExport:
+    """Map each span to its event; a span that cannot be stored is rejected alone with its
+    reason (``refused``: spans the caller already rejected, by position, with their reasons)."""
     out = MappedExport()
     seen: set[tuple[str, str]] = set()
     for position, span in enumerate(spans):
         kind = _span_kind(span, config)
         if kind is None:
             out.ignored += 1
+            continue
+        reason = refused.get(position) if refused else None
+        if reason is None:
+            reason = _resource_problem(span.resource) or _span_problem(span, kind)
+        if reason is not None:
+            out.rejected[position] = reason
             continue
         if (span.trace_id, span.span_id) in seen:
             continue  # the same span twice in one export (a retrying proxy): apply it once
@@ -162,6 +183,45 @@ def _span_kind(span: SpanRecord, config: MappingConfig) -> str | None:
     return None
 
 
+def _text_problem(value: str, *, min_length: int = 0) -> str | None:
+    """Why an identifier cannot be stored, by the events API's rule (``runs.schemas``)."""
+    if not min_length <= len(value) <= MAX_ID_CHARS:
+        return f"must be {min_length}-{MAX_ID_CHARS} characters long"
+    try:
+        check_identifier(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _resource_problem(resource: dict[str, Any]) -> str | None:
+    """The resource names the worker and, until an agent span does, the run: a worker id or
+    service name the ingest cannot store rejects every span of the resource."""
+    worker_id, source = _worker(resource)
+    if problem := _text_problem(worker_id, min_length=1):
+        return f"the worker id (resource {source}) {problem}"
+    service = resource.get("service.name")
+    if isinstance(service, str) and (problem := _text_problem(service[:MAX_ID_CHARS])):
+        return f"resource service.name {problem}"
+    return None
+
+
+def _span_problem(span: SpanRecord, kind: str) -> str | None:
+    """What of a span would reach the run itself (its start and end, the agent's name, the
+    conversation id) and cannot be stored; the events' own fields are the ingest's to check."""
+    for name, unix_ns in (("startTimeUnixNano", span.start_ns), ("endTimeUnixNano", span.end_ns)):
+        if unix_ns >= _MAX_TS_NS:
+            return f"{name} must be before {MAX_TS:%Y-%m-%d} (UTC)"
+    conversation = span.attributes.get("gen_ai.conversation.id")
+    if isinstance(conversation, str) and (problem := _text_problem(conversation[:MAX_ID_CHARS])):
+        return f"gen_ai.conversation.id {problem}"
+    if kind == "agent":
+        name, source = _agent_name(span)
+        if problem := _text_problem(name):
+            return f"{source} {problem}"
+    return None
+
+
 def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) -> RunFacts:
     batch = out.batches.setdefault(worker_id, [])
     # Runs are per worker (ids are scoped by token and worker): a trace whose spans come from
@@ -188,12 +248,18 @@ def _facts(out: MappedExport, span: SpanRecord, *, run_id: str, worker_id: str) 
     return facts
 
 
+def _agent_name(span: SpanRecord) -> tuple[str, str]:
+    """(the run's agent name from an agent span, where it was taken from)."""
+    name = span.attributes.get("gen_ai.agent.name")
+    if isinstance(name, str) and name:
+        return name[:MAX_ID_CHARS], "gen_ai.agent.name"
+    name = span.name.removeprefix("invoke_agent").strip() or "agent"
+    return name[:MAX_ID_CHARS], "the span name"
+
+
 def _note_agent(facts: RunFacts, span: SpanRecord) -> bool:
     """Keep the earliest-starting agent span of the run (the outermost); True if it is this."""
-    name = span.attributes.get("gen_ai.agent.name")
-    if not isinstance(name, str) or not name:
-        name = span.name.removeprefix("invoke_agent").strip() or "agent"
-    agent = AgentSpan(name[:200], span.start_ns, span.end_ns, _failed(span))
+    agent = AgentSpan(_agent_name(span)[0], span.start_ns, span.end_ns, _failed(span))
     if facts.agent is None or agent.start_ns < facts.agent.start_ns:
         facts.agent = agent
         return True
@@ -312,7 +378,7 @@ def _number(value: object) -> float | None:
         return None
     try:
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     return number if math.isfinite(number) and number >= 0 else None
 

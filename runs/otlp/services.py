@@ -2,28 +2,31 @@
 
 The ingest service does the checking, dedupe, exactly-once and the fleet hook, exactly as for
 ``POST /api/v1/events``. What events cannot say about a run (it came from OTLP, its cost was
-estimated, its outermost agent span's name, start and end) is applied right after, in the same
+estimated, its outermost agent span's name, start and end) is applied inside the ingest's own
 transaction, with rules that give the same row whatever order the spans arrive in.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DataError, connection
 
 from runs.models import AgentToken, Run, RunSource, RunStatus
 from runs.otlp.decode import DecodedExport
-from runs.otlp.mapping import MappingConfig, RunFacts, map_spans
+from runs.otlp.mapping import MappedExport, MappingConfig, RunFacts, map_spans
 from runs.otlp.pricing import price_tokens
-from runs.services import TokenMismatch, ingest_batch
+from runs.services import TokenMismatch, ingest_batch, validate_events
 
 __all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
 
 _MAX_REASONS = 3
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -36,6 +39,10 @@ class OtlpResult:
     @property
     def error_message(self) -> str:
         return "; ".join(self.reasons[:_MAX_REASONS])
+
+    def reject(self, positions: set[int], reason: str) -> None:
+        self.rejected_spans |= positions
+        self.reasons.append(reason)
 
 
 def mapping_config() -> MappingConfig:
@@ -52,36 +59,75 @@ def ingest_otlp_export(
 ) -> OtlpResult:
     """Apply every mappable span once; report the spans that could not be applied.
 
-    Each worker's events are one ``ingest_batch`` (its own durable transaction, the fleet updated
-    after its commit); the run corrections follow in a second transaction. If that one fails the
-    export is answered 503 and resent: the events are then duplicates and the corrections, which
-    depend only on the spans, are made again."""
+    A span is rejected alone, with its reason, when it cannot be read, when what it says about
+    its run or worker cannot be stored, or when its event fails the events API's checks; the
+    spans of the export are then mapped again without it, so that it leaves no trace (not even
+    as the start of its run). Each worker's events and its runs' corrections are one
+    ``ingest_batch``: one durable transaction, the fleet updated after its commit."""
     result = OtlpResult(spans=len(export.spans) + len(export.invalid))
     for position, reason in export.invalid:
-        result.rejected_spans.add(position)
-        result.reasons.append(f"span {position}: {reason}")
-    mapped = map_spans(export.spans, config=config)
+        result.reject({position}, f"span {position}: {reason}")
+    mapped = _map(export, config=config)
     result.ignored = mapped.ignored
+    for index, reason in mapped.rejected.items():
+        position = export.positions[index]
+        result.reject({position}, f"span {position}: {reason}")
     for worker_id, events in mapped.batches.items():
-        try:
-            reply = ingest_batch(token=token, worker_id=worker_id, events=events)
-        except TokenMismatch as exc:  # a token bound to another worker: these spans only
-            spans = {mapped.span_of_event[e["id"]] for e in events} - {-1}
-            result.rejected_spans |= spans
-            result.reasons.append(exc.detail)
-            continue
-        runs = [facts for facts in mapped.runs.values() if facts.worker_id == worker_id]
-        with transaction.atomic():
-            _apply_run_facts(runs, worker_id=worker_id, token=token)
-        for rejection in reply.rejected:
-            span = mapped.span_of_event.get(rejection.event_id or "", -1)
-            if span < 0:
-                # A synthesized run.started: the run's own spans are rejected (and counted)
-                # with the reason that matters, e.g. the run belongs to another worker.
-                continue
-            result.rejected_spans.add(span)
-            result.reasons.append(f"{_what(events[rejection.index])}: {rejection.reason}")
+        _ingest_worker(export, mapped, worker_id, events, token=token, result=result)
     return result
+
+
+def _map(export: DecodedExport, *, config: MappingConfig) -> MappedExport:
+    mapped = map_spans(export.spans, config=config)
+    refused = dict(mapped.rejected)
+    for events in mapped.batches.values():
+        for rejection in validate_events(events)[1]:
+            index = mapped.span_of_event.get(rejection.event_id or "", -1)
+            if index >= 0:  # -1: a run.started, made from spans that passed the mapping
+                refused[index] = f"{_what(events[rejection.index])}: {rejection.reason}"
+    if len(refused) == len(mapped.rejected):
+        return mapped
+    return map_spans(export.spans, config=config, refused=refused)
+
+
+def _ingest_worker(
+    export: DecodedExport,
+    mapped: MappedExport,
+    worker_id: str,
+    events: list[dict[str, Any]],
+    *,
+    token: AgentToken | None,
+    result: OtlpResult,
+) -> None:
+    runs = [facts for facts in mapped.runs.values() if facts.worker_id == worker_id]
+    spans = {
+        export.positions[index]
+        for event in events
+        if (index := mapped.span_of_event[event["id"]]) >= 0
+    }
+    try:
+        reply = ingest_batch(
+            token=token, worker_id=worker_id, events=events,
+            before_commit=partial(_apply_run_facts, runs, worker_id=worker_id, token=token),
+        )  # fmt: skip
+    except TokenMismatch as exc:  # a token bound to another worker: these spans only
+        result.reject(spans, exc.detail)
+        return
+    except DataError:
+        # The checks above should leave nothing PostgreSQL refuses; if one slips through, the
+        # worker's transaction is rolled back whole and the rest of the export still lands.
+        logger.exception("OTLP spans of worker %r refused by the database", worker_id)
+        result.reject(spans, "the database refused these spans (a value it cannot store)")
+        return
+    for rejection in reply.rejected:
+        index = mapped.span_of_event.get(rejection.event_id or "", -1)
+        if index < 0:
+            # A synthesized run.started: the run's own spans are rejected (and counted)
+            # with the reason that matters, e.g. the run belongs to another worker.
+            continue
+        position = export.positions[index]
+        result.reject({position}, f"span {position}: {_what(events[rejection.index])}: "
+                      f"{rejection.reason}")  # fmt: skip
 
 
 def _what(event: dict[str, object]) -> str:

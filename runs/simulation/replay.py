@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from breaker_panel import ControlPlane, ToolFailure
+from breaker_panel import ControlPlane, PlaneConfig, ToolFailure
 from runs.simulation.scenario import Scenario
 from runs.simulation.script import READ, SEARCH, Action, ResearchScript
 
@@ -505,21 +505,24 @@ def replay_mode(
             url,
             token=token,
             worker_id=f"{worker_prefix or f'{AGENT}-{mode}-'}worker-{i + 1}",
-            scopes=SCOPES_BY_MODE[mode],
-            threshold=scenario.threshold,
-            # The SDK's clock is real time, so its cooldowns shrink with the replay's speed.
-            cooldown=scenario.cooldown_s / speed,
-            max_cooldown=scenario.max_cooldown_s / speed,
-            # Report and poll about every 5 simulated seconds: at the default 1 s of real time a
-            # compressed replay would hide what the agents did from the fleet for minutes.
-            flush_interval=max(0.05, 5.0 / speed),
-            fleet_poll_interval=max(0.05, 5.0 / speed),
-            trial_retry_interval=max(0.05, 5.0 / speed),
-            # Long-poll (the server answers when the fleet changes), or poll only.
-            fleet_wait=20.0 if fleet_push else 0.0,
-            # The sender's backoff after a refused or failed batch is simulated time too.
-            backoff_base=0.5 / speed,
-            backoff_max=max(0.05, 30.0 / speed),
+            config=PlaneConfig(
+                scopes=SCOPES_BY_MODE[mode],
+                threshold=scenario.threshold,
+                # The SDK's clock is real time, so its cooldowns shrink with the replay's speed.
+                cooldown=scenario.cooldown_s / speed,
+                max_cooldown=scenario.max_cooldown_s / speed,
+                # Report and poll about every 5 simulated seconds: at the default 1 s of real
+                # time a compressed replay would hide what the agents did from the fleet for
+                # minutes.
+                flush_interval=max(0.05, 5.0 / speed),
+                fleet_poll_interval=max(0.05, 5.0 / speed),
+                trial_retry_interval=max(0.05, 5.0 / speed),
+                # Long-poll (the server answers when the fleet changes), or poll only.
+                fleet_wait=20.0 if fleet_push else 0.0,
+                # The sender's backoff after a refused or failed batch is simulated time too.
+                backoff_base=0.5 / speed,
+                backoff_max=max(0.05, 30.0 / speed),
+            ),
             clock=breaker_clock,
         )
         for i in range(scenario.workers)

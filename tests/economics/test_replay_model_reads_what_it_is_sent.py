@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from breaker_panel import ControlPlane
+from breaker_panel import ControlPlane, PlaneConfig
 from breaker_panel.client import Run
 from breaker_panel.worker import RunBreakers
 from runs.simulation.replay import (
@@ -31,7 +31,11 @@ DOWN = Scenario(baseline_s=0.0, wrap_up_steps=2)
 @pytest.fixture
 def plane() -> Iterator[ControlPlane]:
     plane = ControlPlane(
-        "http://127.0.0.1:9", token="t", worker_id="w1", scopes=("worker",), start=False
+        "http://127.0.0.1:9",
+        token="t",
+        worker_id="w1",
+        config=PlaneConfig(scopes=("worker",)),
+        start=False,
     )
     yield plane
     plane.close(timeout=0.1)
@@ -97,7 +101,11 @@ def test_wrap_up_steps_change_what_a_removed_run_costs(plane: ControlPlane) -> N
     costs: dict[int, Any] = {}
     for steps in (1, 2, 5):
         fresh = ControlPlane(
-            "http://127.0.0.1:9", token="t", worker_id=f"w{steps}", scopes=("worker",), start=False
+            "http://127.0.0.1:9",
+            token="t",
+            worker_id=f"w{steps}",
+            config=PlaneConfig(scopes=("worker",)),
+            start=False,
         )
         costs[steps] = _one_run(fresh, "worker", Scenario(baseline_s=0.0, wrap_up_steps=steps))
         fresh.close(timeout=0.1)

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from breaker_panel import ControlPlane
+from breaker_panel import ControlPlane, PlaneConfig
 from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
 from runs.simulation.replay import (
     SCOPES_BY_MODE,
@@ -38,7 +38,7 @@ def _play(player: RunPlayer, mode: str, scenario: Scenario = DOWN) -> tuple[RunR
         "http://127.0.0.1:9",
         token="t",
         worker_id="w1",
-        scopes=scopes if SCOPES_BY_MODE[mode] else (),
+        config=PlaneConfig(scopes=scopes if SCOPES_BY_MODE[mode] else ()),
         start=False,
     )
     stage = Stage(scenario=scenario, mode=mode, clock=SteppedClock(), recovery=_Recovery())

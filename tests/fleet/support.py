@@ -1,5 +1,5 @@
-"""Helpers for the fleet tests (the fixtures that use them are in this package's conftest): made-up
-events for ``POST /api/v1/events`` and the type of the ``report`` fixture."""
+"""Helpers for the fleet tests (fixtures in this package's conftest; the root conftest's fleet_redis
+uses ``delete_fleet_keys``): made-up events for ``POST /api/v1/events``, the ``report`` type."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
+
 T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
 _ids = itertools.count(1)
+
+
+def delete_fleet_keys(client: redis.Redis) -> None:
+    keys = list(client.scan_iter(match="bp:*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 def next_id() -> int:

@@ -16,7 +16,7 @@ import redis
 from django.test import Client
 
 from breaker_panel import ToolFailure
-from breaker_panel.client import ControlPlane
+from breaker_panel.client import ControlPlane, PlaneConfig
 from breakers import fleet_service
 from breakers.fleet_api.long_poll import FleetWatch
 from runs.models import AgentToken
@@ -56,7 +56,7 @@ def names(tools: list[dict[str, Any]]) -> list[str]:
 
 def _open_from_two_workers(url: str, token: str) -> None:
     for worker, failures in (("worker-a", 3), ("worker-c", 2)):
-        plane = ControlPlane(url, token=token, worker_id=worker, fleet_wait=0)
+        plane = ControlPlane(url, token=token, worker_id=worker, config=PlaneConfig(fleet_wait=0))
         run = plane.start_run(agent="research", step_budget=20)
         for _ in range(failures):
             run.record_failure("web_search", ToolFailure("503 from vendor", retryable=True))
@@ -72,8 +72,7 @@ def test_an_opening_is_pushed_to_a_waiting_worker(
         pushing_server.url,
         token=token,
         worker_id="worker-b",
-        fleet_poll_interval=AN_HOUR,
-        fleet_wait=20,
+        config=PlaneConfig(fleet_poll_interval=AN_HOUR, fleet_wait=20),
     )
     try:
         run_b = plane_b.start_run(agent="research", step_budget=20)
@@ -96,8 +95,7 @@ def test_a_server_that_does_not_hold_requests_is_polled(
         polling_server.url,
         token=token,
         worker_id="worker-b",
-        fleet_poll_interval=0.05,
-        fleet_wait=20,
+        config=PlaneConfig(fleet_poll_interval=0.05, fleet_wait=20),
     )
     try:
         run_b = plane_b.start_run(agent="research", step_budget=20)
@@ -179,7 +177,10 @@ def test_closing_a_plane_cuts_its_held_request(
 ) -> None:
     token = AgentToken.issue(name="agents")[1]
     plane = ControlPlane(
-        pushing_server.url, token=token, worker_id="worker-d", fleet_poll_interval=AN_HOUR
+        pushing_server.url,
+        token=token,
+        worker_id="worker-d",
+        config=PlaneConfig(fleet_poll_interval=AN_HOUR),
     )
     eventually(
         lambda: plane.transport.held is not None and plane.fleet_sync.server_waits,

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from breaker_panel import ToolFailure
-from breaker_panel.client import ControlPlane, Run
+from breaker_panel.client import ControlPlane, PlaneConfig, Run
 from breakers.fleet_service import fleet_state as rebuild_if_lost
 from breakers.fleet_service import fleet_tick, tool_policy_update
 from breakers.models import FleetTransition, Tool
@@ -69,15 +69,11 @@ def planes(
     # server rebuild it while the test writes the tool's policy, and the policy can be lost.
     rebuild_if_lost()
     token = AgentToken.issue(name="agents")[1]
-    options: dict[str, Any] = {
-        "token": token,
-        "flush_interval": 0.05,
-        "fleet_poll_interval": 0.05,
-        "trial_retry_interval": 0.2,
-        "timeout": 5.0,
-    }
-    plane_a = ControlPlane(web_server.url, worker_id="worker-a", **options)
-    plane_b = ControlPlane(web_server.url, worker_id="worker-b", **options)
+    config = PlaneConfig(
+        flush_interval=0.05, fleet_poll_interval=0.05, trial_retry_interval=0.2, timeout=5.0
+    )
+    plane_a = ControlPlane(web_server.url, token=token, worker_id="worker-a", config=config)
+    plane_b = ControlPlane(web_server.url, token=token, worker_id="worker-b", config=config)
     yield plane_a, plane_b
     for plane in (plane_a, plane_b):
         plane.close(timeout=5)

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from breaker_panel import ToolFailure
-from breaker_panel.client import ControlPlane
+from breaker_panel.client import ControlPlane, PlaneConfig
 from runs.models import AgentToken, ReportedTransition, Run
 from scripts.testing.processes import WebServerProcess
 from tests.waiting import wait_for
@@ -41,12 +41,12 @@ def test_a_fleet_tool_named_as_an_injection_never_reaches_an_agent_without_it(
 ) -> None:
     attacker_token = AgentToken.issue(name="attacker")[1]
     victim_token = AgentToken.issue(name="weather-agents")[1]
-    options: dict[str, Any] = {"flush_interval": 0.05, "fleet_poll_interval": 0.1}
+    config = PlaneConfig(flush_interval=0.05, fleet_poll_interval=0.1)
     attackers = [
-        ControlPlane(web_server.url, token=attacker_token, worker_id=f"made-up-{n}", **options)
+        ControlPlane(web_server.url, token=attacker_token, worker_id=f"made-up-{n}", config=config)
         for n in (1, 2)
     ]
-    victim = ControlPlane(web_server.url, token=victim_token, worker_id="weather-1", **options)
+    victim = ControlPlane(web_server.url, token=victim_token, worker_id="weather-1", config=config)
     try:
         run = victim.start_run(agent="weather")
         assert run.available(WEATHER) == WEATHER

@@ -19,7 +19,7 @@ import pytest
 from pytest_django.live_server_helper import LiveServer
 
 from breaker_panel import ToolFailure
-from breaker_panel.client import ControlPlane
+from breaker_panel.client import ControlPlane, PlaneConfig
 from breaker_panel.client.ids import process_ids
 from runs.models import AgentToken, IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall
 from runs.models import Worker as WorkerRow
@@ -47,12 +47,13 @@ def token(transactional_db: None) -> str:
 def make_plane() -> Iterator[Callable[..., ControlPlane]]:
     planes: list[ControlPlane] = []
 
-    def make(url: str, token: str, **options: object) -> ControlPlane:
-        defaults: dict[str, object] = {
-            "worker_id": "w-e2e", "flush_interval": 0.05, "fleet_poll_interval": 0.1,
+    def make(url: str, token: str, **settings: Any) -> ControlPlane:
+        defaults: dict[str, Any] = {
+            "flush_interval": 0.05, "fleet_poll_interval": 0.1,
             "backoff_base": 0.05, "backoff_max": 0.3, "timeout": 5.0,
         }  # fmt: skip
-        plane = ControlPlane(url, token=token, **(defaults | options))  # type: ignore[arg-type]
+        config = PlaneConfig(**(defaults | settings))
+        plane = ControlPlane(url, token=token, worker_id="w-e2e", config=config)
         planes.append(plane)
         return plane
 
@@ -239,8 +240,10 @@ def test_event_ids_are_unique_across_forked_processes() -> None:
 
 EXIT_SCRIPT = """
 import sys
-from breaker_panel import ControlPlane
-plane = ControlPlane(sys.argv[1], token=sys.argv[2], worker_id="w-exit", flush_interval=60)
+from breaker_panel import ControlPlane, PlaneConfig
+plane = ControlPlane(
+    sys.argv[1], token=sys.argv[2], worker_id="w-exit", config=PlaneConfig(flush_interval=60)
+)
 run = plane.start_run(agent="research", run_id="r-exit")
 run.record_success("read_page")
 run.finish()

@@ -3,14 +3,19 @@ test server, configured as a team would configure them: with the OTEL_EXPORTER_O
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 from opentelemetry.trace import Status, StatusCode
 
 from breakers.models import Alert, AlertChannel, AlertKind, AlertState, FleetTransition, Tool
@@ -99,6 +104,55 @@ def test_an_otlp_json_exporter(live_server: Any, agent_token: str) -> None:
     assert (run.worker.worker_id, run.status, run.tool_failures) == ("w-json", "completed", 1)
     # The JSON ids arrived as hex and were read as hex: the run id is the exporter's trace id.
     assert len(run.run_id.removeprefix("otlp-")) == 32
+
+
+class RecordingExporter(OTLPSpanExporter):
+    """The SDK's protobuf exporter, keeping each export's result (SUCCESS after a 200)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.results: list[SpanExportResult] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        self.results.append(result)
+        return result
+
+
+def test_a_hostile_span_or_resource_does_not_cost_the_exporter_the_rest_of_its_export(
+    live_server: Any, agent_token: str
+) -> None:
+    # One batch with a NUL in the agent span's conversation id, and one from a worker whose
+    # service.instance.id is 300 characters: the first loses that span only, the second is
+    # rejected whole; both are answered 200 (partial success), so neither is resent.
+    def exporter() -> RecordingExporter:
+        return RecordingExporter(
+            endpoint=live_server.url + "/v1/traces",
+            headers={"Authorization": f"Bearer {agent_token}"},
+        )
+
+    good, long_named = exporter(), exporter()
+    tracer_provider = provider(good, "w-mixed", batch=True)
+    tracer = tracer_provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent research") as agent:
+        agent.set_attributes({
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "research",
+            "gen_ai.conversation.id": "conv\x00-1",
+        })  # fmt: skip
+        with tracer.start_as_current_span("execute_tool web_search") as tool:
+            tool.set_attributes({"gen_ai.operation.name": "execute_tool",
+                                 "gen_ai.tool.name": "web_search"})  # fmt: skip
+    tracer_provider.shutdown()
+    rejected_whole = provider(long_named, "w" * 300, batch=True)
+    traced_run(rejected_whole)
+    rejected_whole.shutdown()
+
+    assert good.results == [SpanExportResult.SUCCESS]
+    assert long_named.results == [SpanExportResult.SUCCESS]
+    run = Run.objects.get()
+    assert (run.worker.worker_id, run.source, run.status, run.tool_calls) == (
+        "w-mixed", "otlp", "running", 1,
+    )  # fmt: skip
 
 
 def test_a_wrong_token_is_refused_and_the_exporter_sees_401(live_server: Any) -> None:

@@ -20,12 +20,13 @@ import requests
 from breaker_panel import (
     ControlPlane,
     Outcome,
+    PlaneConfig,
     ToolBreaker,
     ToolFailure,
     WorkerBreakers,
     classify,
-    describe_failure,
 )
+from breaker_panel.core import describe_failure
 
 REQUEST = httpx.Request("GET", "https://vendor.example/search")
 
@@ -236,7 +237,11 @@ def test_a_users_classifier_decides_for_the_worker_and_its_runs() -> None:
 
 def test_a_users_classifier_decides_for_a_control_plane_run() -> None:
     plane = ControlPlane(
-        "http://127.0.0.1:9", token="t", worker_id="w", start=False, classify=always_semantic
+        "http://127.0.0.1:9",
+        token="t",
+        worker_id="w",
+        config=PlaneConfig(classify=always_semantic),
+        start=False,
     )
     run = plane.start_run(agent="a")
     info = run.record_failure("web_search", TimeoutError("slow"))

@@ -1,4 +1,4 @@
-"""ControlPlane(scopes=...): which breakers may remove a tool from the plane's runs.
+"""PlaneConfig(scopes=...): which breakers may remove a tool from a ControlPlane's runs.
 
 No server is needed: the plane is built without its background threads (``start=False``) and
 fed fleet snapshots the way its poll thread would.
@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from breaker_panel import ControlPlane, Scope, ToolFailure, tool_name
+from breaker_panel import ControlPlane, PlaneConfig, Scope, ToolFailure
+from breaker_panel.toolsets import tool_name
 from tests.sdk.support import FakeClock, chat_tools
 
 TOOLS = chat_tools("web_search", "calculator")
@@ -25,7 +26,12 @@ def make_plane(clock: FakeClock) -> Iterator[MakePlane]:
 
     def make(scopes: Iterable[str]) -> ControlPlane:
         plane = ControlPlane(
-            "http://127.0.0.1:9", token="t", worker_id="w", clock=clock, scopes=scopes, start=False
+            "http://127.0.0.1:9",
+            token="t",
+            worker_id="w",
+            config=PlaneConfig(scopes=scopes),
+            clock=clock,
+            start=False,
         )
         planes.append(plane)
         return plane
@@ -85,4 +91,22 @@ def test_with_fleet_scope_the_fleet_state_removes_it(make_plane: MakePlane) -> N
 @pytest.mark.parametrize("scopes", [["run", "planet"], ["Fleet"], [""]])
 def test_an_unknown_scope_is_a_value_error(scopes: list[str]) -> None:
     with pytest.raises(ValueError, match="scopes must be among"):
-        ControlPlane("http://127.0.0.1:9", token="t", worker_id="w", scopes=scopes, start=False)
+        ControlPlane(
+            "http://127.0.0.1:9",
+            token="t",
+            worker_id="w",
+            config=PlaneConfig(scopes=scopes),
+            start=False,
+        )
+
+
+def test_a_config_names_its_scopes_in_one_order_whatever_collection_it_was_given() -> None:
+    given = PlaneConfig(scopes=(name for name in ["fleet", "run", "fleet"]))
+    assert given.scopes == ("run", "fleet")
+    assert given == PlaneConfig(scopes={"run", "fleet"})
+    assert PlaneConfig().scopes == ("run", "worker", "fleet")
+
+
+def test_a_single_scope_name_is_not_taken_for_a_collection_of_letters() -> None:
+    with pytest.raises(ValueError, match="a collection of scope names"):
+        PlaneConfig(scopes="fleet")

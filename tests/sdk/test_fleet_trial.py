@@ -22,16 +22,16 @@ import pytest
 
 from breaker_panel import (
     ControlPlane,
-    ExternalScope,
+    PlaneConfig,
     RunBreakers,
     Scope,
-    ScopeState,
     State,
     ToolFailure,
     WorkerBreakers,
-    tool_name,
 )
 from breaker_panel.client.fleet_sync import read_grant
+from breaker_panel.external_scope import ExternalScope, ScopeState
+from breaker_panel.toolsets import tool_name
 from scripts.testing.events_server import JsonHandler, LocalServer
 from tests.sdk.support import FakeClock, chat_tools
 
@@ -466,7 +466,12 @@ def trial_server() -> Iterator[TrialServer]:
 @pytest.fixture
 def plane(trial_server: TrialServer, clock: FakeClock) -> Iterator[ControlPlane]:
     plane = ControlPlane(
-        trial_server.url, token="bp_test", worker_id="w 1/a", clock=clock, timeout=2, start=False
+        trial_server.url,
+        token="bp_test",
+        worker_id="w 1/a",
+        config=PlaneConfig(timeout=2),
+        clock=clock,
+        start=False,
     )
     yield plane
     plane.close(timeout=0)
@@ -594,7 +599,11 @@ def test_no_request_for_a_probe_or_without_fleet_scope(
     poll(with_fleet)
     trial_server.half_open("web_search")
     without = ControlPlane(
-        trial_server.url, token="t", worker_id="w", scopes=["run", "worker"], start=False
+        trial_server.url,
+        token="t",
+        worker_id="w",
+        config=PlaneConfig(scopes=["run", "worker"]),
+        start=False,
     )
     unaware = without.start_run(agent="research")
     poll(without)

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from breaker_panel import RunBreakers, ToolFailure, TrialLease, WorkerBreakers, tool_name
+from breaker_panel import RunBreakers, ToolFailure, WorkerBreakers
+from breaker_panel.toolsets import tool_name
+from breaker_panel.worker import TrialLease
 from tests.sdk.support import FakeClock, TransitionLog, chat_tools
 
 THREADS = 16

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from breaker_panel import Removal, Scope, SemanticStrike, ToolBreaker, ToolFailure
-from breaker_panel.notice import ERROR_CHARS, render_notice, shorten
+from breaker_panel import Scope, ToolBreaker, ToolFailure
+from breaker_panel.notice import ERROR_CHARS, Removal, SemanticStrike, render_notice, shorten
 
 BAD_ARGS = ToolFailure("400 unknown field 'sku'", retryable=False)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from breaker_panel import Outcome, Scope, State, ToolFailure, describe_failure
+from breaker_panel import Outcome, Scope, State, ToolFailure
+from breaker_panel.core import describe_failure
 
 
 def test_outcome_values_are_the_contract_strings() -> None:

@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 
 from breaker_panel import (
-    ExternalScope,
-    Removal,
     RunBreakers,
     Scope,
-    ScopeState,
     State,
     StepBudgetWarning,
     ToolBreaker,
     ToolFailure,
     WorkerBreakers,
-    tool_name,
 )
+from breaker_panel.external_scope import ExternalScope, ScopeState
+from breaker_panel.notice import Removal
+from breaker_panel.toolsets import tool_name
 from tests.sdk.support import FakeClock, TransitionLog, chat_tools
 
 TOOLS = chat_tools("web_search", "fetch_url", "calculator")

@@ -16,15 +16,16 @@ from typing import Any
 
 import pytest
 
-from breaker_panel import ControlPlane
+from breaker_panel import ControlPlane, PlaneConfig
 from scripts.testing.events_server import ScriptedServer, accepted
 from tests.waiting import wait_for
 
 
-def new_plane(url: str, **options: Any) -> ControlPlane:
+def new_plane(url: str, *, start: bool = True, **settings: Any) -> ControlPlane:
     # A long backoff: a batch that were retried would keep close() from finishing in time.
     defaults: dict[str, Any] = {"flush_interval": 0.01, "backoff_base": 10.0, "timeout": 2.0}
-    return ControlPlane(url, token="bp_test", worker_id="w1", **{**defaults, **options})
+    config = PlaneConfig(**{**defaults, **settings})
+    return ControlPlane(url, token="bp_test", worker_id="w1", config=config, start=start)
 
 
 def event_ids(plane: ControlPlane) -> list[str]:
@@ -149,10 +150,9 @@ def test_an_unexpected_exception_is_logged_and_both_threads_carry_on(
             server.url,
             token="bp_test",
             worker_id="w1",
-            flush_interval=0.01,
-            fleet_poll_interval=0.01,
-            backoff_base=0.01,
-            timeout=2.0,
+            config=PlaneConfig(
+                flush_interval=0.01, fleet_poll_interval=0.01, backoff_base=0.01, timeout=2.0
+            ),
         )
         run = plane.start_run(agent="research")
         wait_for(lambda: plane.stats.loop_errors == 2 and plane.stats.fleet_polls >= 3)

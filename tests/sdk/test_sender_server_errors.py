@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from breaker_panel import ControlPlane
+from breaker_panel import ControlPlane, PlaneConfig
 from scripts.testing.events_server import (
     FLEET,
     Answer,
@@ -32,12 +32,13 @@ from scripts.testing.events_server import (
 from tests.waiting import wait_for
 
 
-def new_plane(url: str, **options: Any) -> ControlPlane:
+def new_plane(url: str, *, start: bool = True, **settings: Any) -> ControlPlane:
     defaults: dict[str, Any] = {
         "flush_interval": 0.01, "fleet_poll_interval": 60.0, "backoff_base": 0.01,
         "backoff_max": 0.02, "timeout": 10.0,
     }  # fmt: skip
-    return ControlPlane(url, token="bp_test", worker_id="w1", **{**defaults, **options})
+    config = PlaneConfig(**{**defaults, **settings})
+    return ControlPlane(url, token="bp_test", worker_id="w1", config=config, start=start)
 
 
 # -- a server error on one kind of event -----------------------------------------------------

@@ -13,14 +13,9 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from breaker_panel import (
-    RunBreakers,
-    ToolBreaker,
-    ToolFailure,
-    TrialLease,
-    WorkerBreakers,
-    tool_name,
-)
+from breaker_panel import RunBreakers, ToolBreaker, ToolFailure, WorkerBreakers
+from breaker_panel.toolsets import tool_name
+from breaker_panel.worker import TrialLease
 from tests.sdk.support import FakeClock, TransitionLog, chat_tools
 
 TOOLS = ("a", "b", "c")

@@ -7,13 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from breaker_panel import (
-    BUDGET_FRACTION_LIMIT,
-    StepBudgetWarning,
-    ToolBreaker,
-    check_step_budget,
-    step_budget_fraction,
-)
+from breaker_panel import StepBudgetWarning, ToolBreaker
+from breaker_panel.core import BUDGET_FRACTION_LIMIT, check_step_budget, step_budget_fraction
 
 
 def test_fraction_is_threshold_over_budget() -> None:

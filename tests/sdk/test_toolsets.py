@@ -11,7 +11,8 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from breaker_panel import ToolBreaker, ToolFailure, filter_tools, tool_name
+from breaker_panel import ToolBreaker, ToolFailure
+from breaker_panel.toolsets import filter_tools, tool_name
 from tests.sdk.support import chat_tools
 
 REMOVED = frozenset({"web_search"})

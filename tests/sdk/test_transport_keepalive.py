@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from breaker_panel import ControlPlane
+from breaker_panel import ControlPlane, PlaneConfig
 from breaker_panel.client.transport import Transport
 from scripts.testing.events_server import FLEET, JsonHandler, LocalServer, accepted
 from tests.waiting import wait_for
@@ -104,7 +104,7 @@ def post(transport: Transport) -> int:
     return transport.request("POST", "/api/v1/events", b'{"worker_id": "w1", "events": []}')[0]
 
 
-def new_plane(url: str, **options: Any) -> ControlPlane:
+def new_plane(url: str, **settings: Any) -> ControlPlane:
     # Batches go on flush() only (what is buffered is what the next one sends); no long-poll and
     # a slow poll, so the fleet thread stays out of the way.
     defaults: dict[str, Any] = {
@@ -113,7 +113,8 @@ def new_plane(url: str, **options: Any) -> ControlPlane:
         "fleet_poll_interval": 3600,
         "timeout": 2.0,
     }
-    return ControlPlane(url, token="bp_test", worker_id="w1", **{**defaults, **options})
+    config = PlaneConfig(**{**defaults, **settings})
+    return ControlPlane(url, token="bp_test", worker_id="w1", config=config)
 
 
 def record_batches(plane: ControlPlane, count: int, pause: float = 0.0) -> list[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from breaker_panel import Scope, State, ToolFailure, TrialLease, WorkerBreakers
+from breaker_panel import Scope, State, ToolFailure, WorkerBreakers
+from breaker_panel.worker import TrialLease
 from tests.sdk.support import FakeClock, TransitionLog
 
 DOWN = ToolFailure("503 from vendor", retryable=True, attempts=5)

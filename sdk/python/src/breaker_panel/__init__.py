@@ -6,64 +6,32 @@
     text = breaker.notice()                       # None, or the text for the model
 
 Worker scope: `WorkerBreakers()` once per process, then `worker.start_run()` per run for a
-`RunBreakers` with the same calls. `classify(error)` says whether a failure counts towards
-opening a breaker. Frameworks: `breaker_panel.integrations.*`. The contract names: docs/api.md.
+`RunBreakers` with the same calls. With the control plane: `ControlPlane(url, token=...,
+worker_id=..., config=PlaneConfig(...))`. `classify(error)` says whether a failure counts towards
+opening a breaker. Frameworks: `breaker_panel.integrations.*`. Everything else (tool shapes,
+notices, scope sources) is in its submodule. The contract names: docs/api.md.
 """
 
 from __future__ import annotations
 
-from breaker_panel.classify import Classifier, classify
-from breaker_panel.client import ControlPlane, Run
-from breaker_panel.core import (
-    BUDGET_FRACTION_LIMIT,
-    FailureInfo,
-    Removal,
-    SemanticStrike,
-    StepBudgetWarning,
-    ToolBreaker,
-    ToolFailure,
-    TransitionCallback,
-    check_step_budget,
-    describe_failure,
-    step_budget_fraction,
-)
-from breaker_panel.toolsets import filter_tools, tool_name
+from breaker_panel.classify import classify
+from breaker_panel.client import ControlPlane, PlaneConfig, Run
+from breaker_panel.core import StepBudgetWarning, ToolBreaker, ToolFailure
 from breaker_panel.vocabulary import Outcome, RunStatus, Scope, State
-from breaker_panel.worker import (
-    ExternalScope,
-    RunBreakers,
-    ScopeSource,
-    ScopeState,
-    TrialLease,
-    WorkerBreakers,
-)
+from breaker_panel.worker import RunBreakers, WorkerBreakers
 
 __all__ = [
-    "BUDGET_FRACTION_LIMIT",
-    "Classifier",
     "ControlPlane",
-    "ExternalScope",
-    "FailureInfo",
     "Outcome",
-    "Removal",
+    "PlaneConfig",
     "Run",
     "RunBreakers",
     "RunStatus",
     "Scope",
-    "ScopeSource",
-    "ScopeState",
-    "SemanticStrike",
     "State",
     "StepBudgetWarning",
     "ToolBreaker",
     "ToolFailure",
-    "TransitionCallback",
-    "TrialLease",
     "WorkerBreakers",
-    "check_step_budget",
     "classify",
-    "describe_failure",
-    "filter_tools",
-    "step_budget_fraction",
-    "tool_name",
 ]

@@ -11,13 +11,15 @@ background. Only the standard library is used.
 
 ``plane.py`` wires the parts: ``run.py`` (the run handle), ``sender.py`` (the buffer and the
 thread that sends it), ``fleet_sync.py`` (the fleet poll and trial leases), ``transport.py``
-(HTTP and backoff), ``events.py`` and ``ids.py`` (what is sent). Contract: docs/api.md.
+(HTTP and backoff), ``events.py`` and ``ids.py`` (what is sent); ``config.py`` holds the
+settings (``PlaneConfig``). Contract: docs/api.md.
 """
 
 from __future__ import annotations
 
+from breaker_panel.client.config import PlaneConfig
 from breaker_panel.client.plane import ControlPlane
 from breaker_panel.client.run import Run
 from breaker_panel.client.stats import SenderStats
 
-__all__ = ["ControlPlane", "Run", "SenderStats"]
+__all__ = ["ControlPlane", "PlaneConfig", "Run", "SenderStats"]

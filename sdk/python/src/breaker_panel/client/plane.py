@@ -13,10 +13,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from breaker_panel.classify import Classifier
+from breaker_panel.client.config import PlaneConfig
 from breaker_panel.client.events import transition_event
 from breaker_panel.client.fleet_sync import FleetSync
 from breaker_panel.client.ids import process_ids
@@ -24,22 +24,21 @@ from breaker_panel.client.run import Run
 from breaker_panel.client.sender import EventSender
 from breaker_panel.client.stats import SenderStats
 from breaker_panel.client.transport import Backoff, Transport
-from breaker_panel.core import Clock, ToolBreaker
+from breaker_panel.core import Clock
 from breaker_panel.external_scope import ExternalScope, ScopeState
-from breaker_panel.vocabulary import SCOPES, Scope, State
-from breaker_panel.worker import DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN, WorkerBreakers
+from breaker_panel.vocabulary import Scope, State
+from breaker_panel.worker import WorkerBreakers
 
 logger = logging.getLogger("breaker_panel.client")
-
-ALL_SCOPES: tuple[str, ...] = SCOPES
 
 
 class ControlPlane:
     """One per agent worker process: worker-scope breakers, the fleet view, and the sender.
 
-    ``url`` is the control plane's base URL (``http://host:8000``). Network calls happen only
-    on the two background threads, each with ``timeout`` seconds per request. ``scopes`` names
-    the breakers that may remove a tool from this plane's runs (all by default).
+    ``url`` is the control plane's base URL (``http://host:8000``). Every setting (thresholds,
+    batching, timeouts, the fleet poll, which scopes may remove a tool) is in ``config``.
+    Network calls happen only on the two background threads, which the constructor starts
+    unless ``start=False``. ``clock`` times the worker breakers' cooldowns and trial leases.
     """
 
     def __init__(
@@ -48,48 +47,32 @@ class ControlPlane:
         *,
         token: str,
         worker_id: str,
-        batch_size: int = 100,
-        flush_interval: float = 1.0,
-        max_buffer: int = 10_000,
-        timeout: float = 5.0,
-        fleet_poll_interval: float = 1.0,
-        fleet_wait: float = 20.0,
-        trial_retry_interval: float = 5.0,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        server_error_tries: int = 3,
-        threshold: int = ToolBreaker.THRESHOLD,
-        cooldown: float = DEFAULT_COOLDOWN,
-        max_cooldown: float = DEFAULT_MAX_COOLDOWN,
+        config: PlaneConfig | None = None,
         clock: Clock = time.monotonic,
-        scopes: Iterable[str] = ALL_SCOPES,
         start: bool = True,
-        classify: Classifier | None = None,
     ) -> None:
-        self.transport = Transport(url, token=token, timeout=timeout)  # checks the url
+        config = PlaneConfig() if config is None else config
+        self.config = config
+        self.transport = Transport(url, token=token, timeout=config.timeout)  # checks the url
         if not worker_id or len(worker_id) > 200:
             raise ValueError("worker_id must be 1-200 characters")
-        unknown = set(scopes) - set(ALL_SCOPES)
-        if unknown:
-            raise ValueError(f"scopes must be among {list(ALL_SCOPES)}, got {sorted(unknown)}")
-        # Which breakers may remove a tool from this plane's runs. Every scope is on by default;
-        # turning one off is for comparisons (the outage replay) and staged roll-outs.
-        self.scopes = frozenset(Scope(name) for name in scopes)
-        self.threshold = threshold
+        # Which breakers may remove a tool from this plane's runs.
+        self.scopes = frozenset(Scope(name) for name in config.scopes)
+        self.threshold = config.threshold
         self.url = url.rstrip("/")
         self.worker_id = worker_id
         self.stats = SenderStats()
         self.fleet = ExternalScope(Scope.FLEET, clock=clock)
-        backoff = Backoff(base=backoff_base, cap=backoff_max)
+        backoff = Backoff(base=config.backoff_base, cap=config.backoff_max)
         self.sender = EventSender(
             self.transport,
             self.stats,
             worker_id=worker_id,
-            batch_size=batch_size,
-            flush_interval=flush_interval,
-            max_buffer=max_buffer,
+            batch_size=config.batch_size,
+            flush_interval=config.flush_interval,
+            max_buffer=config.max_buffer,
             backoff=backoff,
-            server_error_tries=server_error_tries,
+            server_error_tries=config.server_error_tries,
             on_fleet=self.update_fleet,
         )
         self.fleet_sync = FleetSync(
@@ -97,21 +80,21 @@ class ControlPlane:
             self.stats,
             self.fleet,
             worker_id=worker_id,
-            poll_interval=fleet_poll_interval,
-            wait=fleet_wait,
-            trial_retry_interval=trial_retry_interval,
+            poll_interval=config.fleet_poll_interval,
+            wait=config.fleet_wait,
+            trial_retry_interval=config.trial_retry_interval,
             backoff=backoff,
             may_ask_for_trials=self._may_ask_for_trials,
             on_snapshot=self.update_fleet,
             ask_for_trials=self._ask_for_trials,
         )
         self.worker = WorkerBreakers(
-            threshold=threshold,
-            cooldown=cooldown,
-            max_cooldown=max_cooldown,
+            threshold=config.threshold,
+            cooldown=config.cooldown,
+            max_cooldown=config.max_cooldown,
             clock=clock,
             on_transition=self._on_worker_transition,
-            classify=classify,
+            classify=config.classify,
         )
         # Weak: a run the agent dropped without finish() stops counting once collected.
         self.runs_in_progress: weakref.WeakSet[Run] = weakref.WeakSet()

@@ -20,7 +20,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from breaker_panel import ControlPlane, FailureInfo, Removal, Run, ToolFailure, WorkerBreakers
+from breaker_panel.classify import ToolFailure
+from breaker_panel.client import ControlPlane, Run
+from breaker_panel.core import FailureInfo
+from breaker_panel.notice import Removal
+from breaker_panel.per_call import FleetBreakers, LocalBreakers
+from breaker_panel.worker import WorkerBreakers
 
 __all__ = [
     "DEFAULT_RETRYABLE_PATTERNS",
@@ -145,8 +150,6 @@ class GuardedSession:
         *,
         agent: str = "mcp-client",
     ) -> None:
-        from breaker_panel.mcp_gateway.breaking import FleetBreakers, LocalBreakers
-
         self.session = session
         self.classifier = classifier or McpClassifier()
         self.last_failure: FailureInfo | None = None

@@ -2,8 +2,8 @@
 
 It fronts upstream MCP servers (stdio or streamable HTTP), serves their tools over stdio or
 streamable HTTP, leaves open tools out of `tools/list` and sends `list_changed` when that set
-moves. Needs `mcp>=2.0` (the `[mcp]` extra): `gateway` refuses 1.x with a clear error. `breaking`
-(the per-call breakers) needs no `mcp` at all; `guard_session` uses it too.
+moves. Needs `mcp>=2.0` (the `[mcp]` extra): `gateway` refuses 1.x with a clear error. `plane`
+needs no `mcp`; the per-call breakers it serves with are `breaker_panel.per_call`.
 """
 
 from __future__ import annotations

@@ -12,14 +12,11 @@ from collections.abc import Sequence
 
 import anyio
 
-from breaker_panel.mcp_gateway.breaking import (
-    FleetBreakers,
-    GatewayBreakers,
-    GatewayPlane,
-    LocalBreakers,
-)
+from breaker_panel.client import PlaneConfig
 from breaker_panel.mcp_gateway.config import ConfigError, GatewayConfig
 from breaker_panel.mcp_gateway.gateway import Gateway
+from breaker_panel.mcp_gateway.plane import GatewayPlane
+from breaker_panel.per_call import FleetBreakers, LocalBreakers, PerCallBreakers
 from breaker_panel.worker import WorkerBreakers
 
 TOKEN_ENV = "BREAKER_PANEL_TOKEN"
@@ -72,7 +69,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> GatewayBreakers:
+def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> PerCallBreakers:
     settings = config.breaker
     if not args.control_plane:
         worker = WorkerBreakers(
@@ -86,11 +83,13 @@ def build_breakers(config: GatewayConfig, args: argparse.Namespace) -> GatewayBr
         args.control_plane,
         token=args.token,
         worker_id=worker_id[:200],
-        threshold=settings.threshold,
-        cooldown=settings.cooldown,
-        max_cooldown=settings.max_cooldown,
-        fleet_poll_interval=args.fleet_poll_interval,
-        fleet_wait=args.fleet_wait,
+        config=PlaneConfig(
+            threshold=settings.threshold,
+            cooldown=settings.cooldown,
+            max_cooldown=settings.max_cooldown,
+            fleet_poll_interval=args.fleet_poll_interval,
+            fleet_wait=args.fleet_wait,
+        ),
     )
     return FleetBreakers(plane, agent=config.agent)
 

@@ -39,7 +39,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
 from breaker_panel.core import ToolFailure  # noqa: E402
 from breaker_panel.integrations.mcp import McpClassifier  # noqa: E402
-from breaker_panel.mcp_gateway.breaking import GatewayBreakers  # noqa: E402
 from breaker_panel.mcp_gateway.config import GatewayConfig, UpstreamConfig  # noqa: E402
 from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
     RawLink,
@@ -48,6 +47,7 @@ from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
     UnknownTool,
     malformed,
 )
+from breaker_panel.per_call import PerCallBreakers  # noqa: E402
 
 __all__ = ["Gateway", "Upstream"]
 
@@ -216,7 +216,7 @@ class Gateway:
     """Fronts `config.servers`; `breakers` decides what is offered and what may be called."""
 
     def __init__(
-        self, config: GatewayConfig, breakers: GatewayBreakers, *, passthrough: bool = True
+        self, config: GatewayConfig, breakers: PerCallBreakers, *, passthrough: bool = True
     ) -> None:
         self.config = config
         self.breakers = breakers

@@ -1,6 +1,7 @@
 """Per-call breakers: worker scope on its own, or one worker of the fleet (ControlPlane).
 
-Used by the gateway, and by `guard_session` when it is given the worker breakers or a plane.
+Used by the MCP gateway and by `guard_session` (given the worker breakers or a plane); it sits
+below both so that neither imports the other.
 
 Each `tools/call` is one run (see docs/adr/0086-the-mcp-gateway-makes-each-tools.md): a run keeps a
 removed tool for the rest of the run, and a desktop client's session can last for days, so a
@@ -11,22 +12,17 @@ reports nothing, so listing tools never adds events.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from breaker_panel import (
-    ControlPlane,
-    Removal,
-    Run,
-    RunBreakers,
-    Scope,
-    ToolBreaker,
-    ToolFailure,
-    WorkerBreakers,
-)
-from breaker_panel.notice import render_notice
+from breaker_panel.classify import ToolFailure
+from breaker_panel.client import ControlPlane, Run
+from breaker_panel.core import ToolBreaker
+from breaker_panel.notice import Removal, render_notice
+from breaker_panel.vocabulary import Scope
+from breaker_panel.worker import RunBreakers, WorkerBreakers
 
-__all__ = ["CallRecord", "FleetBreakers", "GatewayBreakers", "GatewayPlane", "LocalBreakers"]
+__all__ = ["CallRecord", "FleetBreakers", "LocalBreakers", "PerCallBreakers"]
 
 # A run breaker that never trips: one call cannot make five failures, and the run scope is
 # not what a gateway is for.
@@ -85,8 +81,9 @@ def _notice(removal: Removal) -> str:
     return render_notice([removal], []) or f"{removal.tool} is unavailable right now."
 
 
-class GatewayBreakers:
-    """What the gateway asks: which tools to offer now, and may this call go upstream."""
+class PerCallBreakers:
+    """What the gateway and `guard_session` ask: which tools to offer now, and may this call
+    go upstream."""
 
     worker: WorkerBreakers
 
@@ -109,7 +106,7 @@ class GatewayBreakers:
         return ()
 
 
-class LocalBreakers(GatewayBreakers):
+class LocalBreakers(PerCallBreakers):
     """Worker scope only: this process is the worker."""
 
     def __init__(self, worker: WorkerBreakers) -> None:
@@ -119,37 +116,7 @@ class LocalBreakers(GatewayBreakers):
         return CallRecord(name, self.worker.start_run(_NEVER))
 
 
-class GatewayPlane(ControlPlane):
-    """A ControlPlane that tells the gateway when the fleet state changed, and that asks for
-    fleet trial leases whether or not a call is in flight: a gateway is always serving, and a
-    tool it offers for its trial is called by whichever client comes next.
-
-    The fleet state arrives by the SDK's long-poll (`fleet_wait`): the control plane answers
-    the held request as soon as an operator or a breaker changes it, and `update_fleet` wakes
-    the gateway, which re-checks its offered set and tells its clients at once.
-    """
-
-    def _may_ask_for_trials(self) -> bool:
-        # A gateway is always serving: it asks for a half-open tool's trial (and polls at the
-        # polling cadence while one is half-open) with or without a call in flight.
-        return Scope.FLEET in self.scopes
-
-    on_fleet_change: Callable[[], None] | None = None
-
-    def update_fleet(self, snapshot: Mapping[str, Any], *, authoritative: bool = False) -> None:
-        before = self.fleet.version
-        super().update_fleet(snapshot, authoritative=authoritative)
-        if self.fleet.version != before and self.on_fleet_change is not None:
-            self.on_fleet_change()
-
-    def _ask_for_trials(self) -> None:
-        before = self.fleet.version
-        super()._ask_for_trials()
-        if self.fleet.version != before and self.on_fleet_change is not None:
-            self.on_fleet_change()
-
-
-class FleetBreakers(GatewayBreakers):
+class FleetBreakers(PerCallBreakers):
     """Worker and fleet scope through a ControlPlane: each call is reported as a run."""
 
     def __init__(self, plane: ControlPlane, *, agent: str) -> None:

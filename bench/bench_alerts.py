@@ -107,13 +107,13 @@ def open_one(tool: str, ids: Iterator[int]) -> tuple[float, float]:
     from django.db import transaction
 
     from breakers.fleet_service import fleet_record_tool_calls
-    from scripts.testing.fleet_calls import Call
+    from scripts.testing.fleet_calls import fleet_call
 
     stamps: list[tuple[float, float]] = []
     with transaction.atomic():
         # First callback: runs right after COMMIT, before the alerts' enqueue callback.
         transaction.on_commit(lambda: stamps.append((time.monotonic(), time.time())))
-        calls = [Call(f"ab-{next(ids)}", tool, f"w{i % 2}", "retryable") for i in range(5)]
+        calls = [fleet_call(f"ab-{next(ids)}", tool, f"w{i % 2}", "retryable") for i in range(5)]
         rows = fleet_record_tool_calls(calls=calls)
         assert [r.to_state for r in rows] == ["open"], rows
     return stamps[0]

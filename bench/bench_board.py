@@ -98,8 +98,8 @@ def seed(args: argparse.Namespace) -> None:
         fleet_store,
     )
     from breakers.models import Tool
+    from runs.fleet_interface import AcceptedToolCall
     from runs.models import ReportedTransition, Run, ToolCall, Worker
-    from runs.services import AcceptedToolCall
 
     now = timezone.now()
     started = time.perf_counter()

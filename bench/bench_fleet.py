@@ -55,12 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from support.scratch import (
-    add_database_arguments,
-    free_port,
-    manage,
-    scratch_database,
-)
+from support.scratch import add_database_arguments, free_port, manage, scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -140,20 +135,19 @@ def redis_benchmark(
 
 def measure_cost(calls: int) -> list[str]:
     from breakers import fleet_service
-    from breakers.fleet.store import OutcomeEvent
     from runs.services import ingest_batch
-    from scripts.testing.fleet_calls import Call
+    from scripts.testing.fleet_calls import fleet_call
 
     store = fleet_service.fleet_store()
-    fleet_service.fleet_record_tool_calls(calls=[Call("warm", BENCH_TOOL, "w1", "retryable")])
+    fleet_service.fleet_record_tool_calls(calls=[fleet_call("warm", BENCH_TOOL, "w1", "retryable")])
     ids = itertools.count()
 
     def via_store(_: int) -> object:
-        event = OutcomeEvent(f"s{next(ids)}", "w1", "retryable")
+        event = fleet_call(f"s{next(ids)}", BENCH_TOOL, "w1", "retryable")
         return store.apply(BENCH_TOOL, [event], now=1_700_000_000_000)
 
     def via_service(_: int) -> object:
-        call = Call(f"v{next(ids)}", BENCH_TOOL, "w1", "retryable")
+        call = fleet_call(f"v{next(ids)}", BENCH_TOOL, "w1", "retryable")
         return fleet_service.fleet_record_tool_calls(calls=[call])
 
     store_timing = time_calls("`FleetStore.apply` (redis-py EVALSHA)", calls, via_store)

@@ -199,6 +199,10 @@ BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
 FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
+# What ingest tells about the tool calls it accepted: a dotted path to the callable that builds its
+# fleet updater (runs.fleet_interface.FleetUpdater); "runs.fleet_interface.NoFleet" runs ingest
+# without a fleet. Why: docs/adr/XXXX-ingest-fleet-wiring.md.
+INGEST_FLEET_UPDATER = "controlplane.wiring.FleetBreakerUpdater"
 # An outcome that happened this long before a tool's last transition is stale and ignored by the
 # fleet breaker (a margin for agents' clock skew; see breakers.fleet_service.commands).
 BREAKER_STALE_OUTCOME_SECONDS = envfloat("BREAKER_STALE_OUTCOME_SECONDS", 2.0)

@@ -6,7 +6,7 @@ and are applied; the others were applied by an earlier request and are counted a
 concurrent resend of the same ids waits on the first transaction's uncommitted ledger rows and then
 sees them as duplicates, so a batch resent after a timeout, a 5xx or a crash between commit and
 reply changes nothing the second time. Everything an event touches (its row, its run's totals and,
-through the fleet hook below, the fleet counters) is keyed by that one claim.
+through the fleet updater (``runs.ingest_fleet``), the fleet counters) is keyed by that one claim.
 
 Events are rejected one by one with a reason a person can act on; the valid events of the same
 batch are kept. A rejected event writes nothing, not even its ledger row, so it can be fixed and
@@ -16,9 +16,8 @@ sent again with the same id.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -28,8 +27,14 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from runs.fleet_hooks import AcceptedToolCall, fleet_hooks
-from runs.models import AgentToken, FleetBacklog, Outcome
+from runs.fleet_interface import AcceptedToolCall
+from runs.ingest_fleet import (
+    apply_fleet_outcomes,
+    fleet_identity,
+    fleet_ready,
+    fleet_state_for_reply,
+)
+from runs.models import AgentToken, Outcome
 from runs.schemas import (
     EVENT_MODELS,
     EVENT_TYPES,
@@ -58,19 +63,12 @@ from runs.writers import (
 )
 
 __all__ = (
-    "AcceptedToolCall",
     "BatchRefused",
     "IngestConflict",
     "IngestResult",
     "Rejection",
     "TokenMismatch",
-    "apply_fleet_outcomes",
-    "backlog_item",
     "check_bound_worker",
-    "fleet_identity",
-    "fleet_ready",
-    "fleet_state_for_reply",
-    "from_backlog",
     "ingest_batch",
     "parse_batch",
     "validate_events",
@@ -82,7 +80,6 @@ _MAX_REASONS = 5
 _FAILED_OUTCOMES = frozenset({Outcome.RETRYABLE.value, Outcome.SEMANTIC.value})
 _MICRO_USD = Decimal("0.000001")
 MAX_BIGINT = 9_223_372_036_854_775_807
-logger = logging.getLogger(__name__)
 
 
 class BatchRefused(Exception):
@@ -122,55 +119,6 @@ class IngestResult:
             ],
             "fleet": self.fleet,
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# The fleet, through the hooks it registers (runs.fleet_hooks)
-# ---------------------------------------------------------------------------------------------
-
-
-def fleet_ready() -> None:
-    """FLEET HOOK 0: raise (the API answers 503, nothing written) while the fleet store is
-    unreachable, so that a batch with tool calls is not committed without reaching it."""
-    fleet_hooks().ready()
-
-
-def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
-    """FLEET HOOK 1: called with the batch's new ``tool.call`` events after the ingest
-    transaction committed, so the fleet never holds an event whose rows were rolled back.
-
-    If the fleet store fails now, the rows stay committed and the calls wait in the
-    ``FleetBacklog`` table; Celery's fleet tick applies them when the store answers again (the
-    store recognises event ids it has already counted, so a partial apply is not counted twice).
-    """
-    if not tool_calls:
-        return
-    hooks = fleet_hooks()
-    try:
-        hooks.record_tool_calls(tool_calls)
-    except hooks.store_errors:
-        logger.warning("fleet store failed after commit; %d tool calls wait", len(tool_calls))
-        FleetBacklog.objects.create(calls=[backlog_item(call) for call in tool_calls])
-
-
-def backlog_item(call: AcceptedToolCall) -> dict[str, Any]:
-    return {**asdict(call), "ts": call.ts.isoformat()}
-
-
-def from_backlog(item: dict[str, Any]) -> AcceptedToolCall:
-    return AcceptedToolCall(**{**item, "ts": datetime.fromisoformat(item["ts"])})
-
-
-def fleet_state_for_reply() -> dict[str, Any]:
-    """FLEET HOOK 2: the fleet state every ingest reply carries, in the shape of
-    ``GET /api/v1/fleet``: ``{"version": int, "tools": {name: {"state", "since", "reason",
-    "forced"}}}``. After a commit the reply must not fail: without Redis it is the state the
-    database mirrors."""
-    hooks = fleet_hooks()
-    try:
-        return hooks.state()
-    except hooks.store_errors:
-        return hooks.state_from_database()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,15 +386,6 @@ def ingest_batch(
         rejected=rejected,
         fleet=fleet_state_for_reply(),
     )
-
-
-def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
-    """Who an outcome (or a trial lease) counts for in the fleet's quorum: the worker id, or
-    with ``FLEET_QUORUM = "tokens"`` the token
-    (docs/adr/0107-the-fleet-quorum-counts-distinct-worker.md)."""
-    if token is not None and settings.FLEET_QUORUM == "tokens":
-        return f"token:{token.pk}"
-    return worker_id
 
 
 def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _Plan:

@@ -38,6 +38,7 @@ from breakers.fleet.rules import (
     TrialMode,
     effective_state,
 )
+from runs.fleet_interface import AcceptedToolCall
 
 __all__ = [
     "AcquireResult",
@@ -46,7 +47,6 @@ __all__ = [
     "LiveTool",
     "Missing",
     "OperateResult",
-    "OutcomeEvent",
     "PolicyOverrides",
     "ToolDetails",
     "ToolState",
@@ -114,17 +114,6 @@ def as_int(value: str | bytes | float | None) -> int:
 @cache
 def _script_source(name: str) -> str:
     return (_LUA / "prelude.lua").read_text() + "\n" + (_LUA / f"{name}.lua").read_text()
-
-
-@dataclass(frozen=True, slots=True)
-class OutcomeEvent:
-    """One accepted ``tool.call`` as the fleet breaker needs it."""
-
-    event_id: str
-    worker: str
-    outcome: str
-    trial: bool = False  # made under a fleet trial lease (the event's ``trial`` flag)
-    dedupe_id: str = ""  # what makes the event unique fleet-wide; ``event_id`` when empty
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,18 +414,19 @@ class FleetStore:
 
     # -- the rules ---------------------------------------------------------------------------
 
-    def apply(self, tool: str, events: Sequence[OutcomeEvent], *, now: int) -> ApplyResult:
-        """Apply accepted outcomes of one tool in order; raises ``Missing`` (nothing applied).
+    def apply(self, tool: str, calls: Sequence[AcceptedToolCall], *, now: int) -> ApplyResult:
+        """Apply accepted outcomes of ``tool`` (each call's own) in order; raises ``Missing``
+        (nothing applied).
 
-        The events go as one JSON argument, not four arguments each: redis-py packs every
+        The calls go as one JSON argument, not four arguments each: redis-py packs every
         argument in Python, which cost more than the rest of the call (docs/benchmarks.md).
         """
         fields: list[str | bool] = []
         keys = []
-        seen = self.dedupe_key(tool, "")  # the tool's part, quoted once per batch, not per event
-        for event in events:
-            fields += (event.event_id, event.worker, event.outcome, event.trial)
-            keys.append(seen + (event.dedupe_id or event.event_id))
+        seen = self.dedupe_key(tool, "")  # the tool's part, quoted once per batch, not per call
+        for call in calls:
+            fields += (call.event_id, call.worker_id, call.outcome, call.trial)
+            keys.append(seen + (call.dedupe_id or call.event_id))
         data = self._run("apply", tool, now, str(self.dedupe_ttl_ms), json.dumps(fields), keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))
 

@@ -30,13 +30,12 @@ from breakers.fleet_service.selectors import (
     fleet_tool_details,
     fleet_view,
 )
-from breakers.fleet_service.transitions import FLEET_STORE_ERRORS, FleetCall, fleet_store
+from breakers.fleet_service.transitions import FLEET_STORE_ERRORS, fleet_store
 
 __all__ = [
     "FLEET_STORE_ERRORS",
     "MAX_REASON_CHARS",
     "POLICY_FIELDS",
-    "FleetCall",
     "FleetError",
     "FleetInputError",
     "FleetView",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from breakers.fleet_service import FLEET_STORE_ERRORS, fleet_record_tool_calls
+from runs.ingest_fleet import from_backlog
 from runs.models import FleetBacklog
-from runs.services import from_backlog
 
 __all__ = ["apply_fleet_backlog"]
 

@@ -14,10 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from breakers.fleet.rules import AGENT_HOLDER_PREFIX, PROBE_HOLDER, OperatorActionKind
-from breakers.fleet.store import AcquireResult, OutcomeEvent
+from breakers.fleet.store import AcquireResult
 from breakers.fleet_service.errors import MAX_REASON_CHARS, FleetInputError, NotForcedError
 from breakers.fleet_service.transitions import (
-    FleetCall,
     epoch_ms,
     existing_tool,
     fleet_store,
@@ -36,6 +35,7 @@ from breakers.models import (
 )
 from breakers.observability.call_metrics import count_tool_calls
 from breakers.probes.runner import run_probe
+from runs.fleet_interface import AcceptedToolCall
 from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
 
@@ -69,33 +69,31 @@ _FLEET_OUTCOMES = frozenset(
 
 
 def fleet_record_tool_calls(
-    *, calls: Iterable[FleetCall], now: datetime | None = None
+    *, calls: Iterable[AcceptedToolCall], now: datetime | None = None
 ) -> list[FleetTransition]:
     """Apply accepted ``tool.call`` outcomes to their tools' fleet breakers, in order.
 
-    Called by ingest inside its transaction. One script call per tool; resent event ids are
-    recognised by Redis itself, so a batch whose database transaction failed after this ran is
-    not counted twice when it comes back.
+    Called by ingest after its transaction committed (through the fleet updater the project
+    wires, ``controlplane.wiring``). One script call per tool; resent event ids are recognised by
+    Redis itself, so calls applied in part before a failure are not counted twice when they come
+    back (from the ``FleetBacklog``).
     """
     calls = list(calls)
     count_tool_calls(calls)  # Prometheus (breakers.observability.call_metrics)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
-    by_tool: dict[str, list[OutcomeEvent]] = {}
+    by_tool: dict[str, list[AcceptedToolCall]] = {}
     for call in fleet_calls:
         cutoff = stale_before.get(call.tool)
         if cutoff is not None and call.ts < cutoff:
             continue  # it happened before the breaker's last change: it must not undo it
-        event = OutcomeEvent(
-            call.event_id, call.worker_id, call.outcome, call.trial, call.dedupe_id
-        )
-        by_tool.setdefault(call.tool, []).append(event)
+        by_tool.setdefault(call.tool, []).append(call)
     if not by_tool:
         return []
     store, ms = fleet_store(), epoch_ms(now)
     rows: list[FleetTransition] = []
-    for tool, events in by_tool.items():
-        result = with_restore(tool, partial(store.apply, tool, events, now=ms))
+    for tool, tool_calls in by_tool.items():
+        result = with_restore(tool, partial(store.apply, tool, tool_calls, now=ms))
         rows += persist_transitions(tool, result.transitions)
     return rows
 

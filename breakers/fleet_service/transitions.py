@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -37,25 +37,6 @@ from breakers.models import (
     default_policy,
     ms_to_datetime,
 )
-
-
-class FleetCall(Protocol):
-    """What the fleet needs of an accepted ``tool.call`` (``runs.services.AcceptedToolCall``)."""
-
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def tool(self) -> str: ...
-    @property
-    def worker_id(self) -> str: ...
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def trial(self) -> bool: ...
-    @property
-    def dedupe_id(self) -> str: ...
-    @property
-    def ts(self) -> datetime: ...
 
 
 @lru_cache(maxsize=4)

@@ -10,9 +10,11 @@ once. (A backlog replay after a Redis failure runs in Celery, whose counters are
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import Counter, Histogram
+
+from runs.fleet_interface import AcceptedToolCall
 
 __all__ = (
     "CALLS",
@@ -59,13 +61,6 @@ _BATCHES: dict[int, Any] = {}
 _CALL_CHILDREN: dict[tuple[str, str], Any] = {}
 
 
-class _Call(Protocol):
-    @property
-    def tool(self) -> str: ...
-    @property
-    def outcome(self) -> str: ...
-
-
 def count_ingest_batch(status: int) -> None:
     child = _BATCHES.get(status)
     if child is None:
@@ -79,7 +74,7 @@ def count_ingest_events(*, accepted: int, duplicates: int, rejected: int) -> Non
     _REJECTED.inc(rejected)
 
 
-def count_tool_calls(calls: Iterable[_Call]) -> None:
+def count_tool_calls(calls: Iterable[AcceptedToolCall]) -> None:
     tally: dict[tuple[str, str], int] = {}
     for call in calls:
         key = (call.tool, call.outcome)

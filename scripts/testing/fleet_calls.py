@@ -1,23 +1,36 @@
-"""Synthetic accepted tool calls for the fleet breaker's services (``fleet_record_tool_calls``),
-for the tests and benchmarks that drive the fleet without going through ingest."""
+"""Synthetic accepted tool calls (``runs.fleet_interface.AcceptedToolCall``) for the tests and
+benchmarks that drive the fleet breaker without going through ingest."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from runs.fleet_interface import AcceptedToolCall
 
 # Synthetic calls say nothing about when they happened: never older than a transition.
 NEVER_STALE = datetime.max.replace(tzinfo=UTC)
 
 
-@dataclass(frozen=True)
-class Call:
-    """A ``breakers.fleet_service.FleetCall``."""
-
-    event_id: str
-    tool: str
-    worker_id: str
-    outcome: str
-    trial: bool = False  # FleetCall.trial (a half-open trial call)
-    dedupe_id: str = ""  # FleetCall.dedupe_id (event_id when empty)
-    ts: datetime = NEVER_STALE  # when it happened: callers drive time through ``now``
+def fleet_call(
+    event_id: str,
+    tool: str,
+    worker_id: str,
+    outcome: str,
+    *,
+    trial: bool = False,
+    dedupe_id: str = "",
+    ts: datetime = NEVER_STALE,
+) -> AcceptedToolCall:
+    """One accepted call of ``tool`` by ``worker_id``; callers drive time through ``now``."""
+    return AcceptedToolCall(
+        event_id=event_id,
+        ts=ts,
+        worker_id=worker_id,
+        run_id="",
+        tool=tool,
+        outcome=outcome,
+        attempts=1,
+        error="",
+        trial=trial,
+        dedupe_id=dedupe_id,
+    )

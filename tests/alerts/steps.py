@@ -15,7 +15,7 @@ from breakers.fleet_service import (
 )
 from breakers.models import FleetTransition, OperatorAction, Tool
 from runs.models import AgentToken
-from scripts.testing.fleet_calls import Call
+from scripts.testing.fleet_calls import fleet_call
 
 T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
 COOLDOWN = timedelta(seconds=30)  # settings.BREAKER_COOLDOWN_SECONDS
@@ -28,7 +28,7 @@ def at(seconds: float) -> datetime:
 
 def open_tool(tool: str, when: datetime) -> FleetTransition:
     """Five retryable failures from two workers: the fleet breaker opens."""
-    calls = [Call(f"ev-{next(_ids)}", tool, f"w{i % 2}", "retryable") for i in range(5)]
+    calls = [fleet_call(f"ev-{next(_ids)}", tool, f"w{i % 2}", "retryable") for i in range(5)]
     rows = fleet_record_tool_calls(calls=calls, now=when)
     assert [r.to_state for r in rows] == ["open"], rows
     return rows[0]
@@ -43,7 +43,7 @@ def trial(tool: str, outcome: str, when: datetime) -> FleetTransition:
     """The half-open trial call by an agent worker: success closes, retryable re-opens."""
     assert fleet_trial_acquire(tool_name=tool, worker_id="w-trial", now=when).granted
     [row] = fleet_record_tool_calls(
-        calls=[Call(f"ev-{next(_ids)}", tool, "w-trial", outcome, trial=True)], now=when
+        calls=[fleet_call(f"ev-{next(_ids)}", tool, "w-trial", outcome, trial=True)], now=when
     )
     return row
 

@@ -16,7 +16,7 @@ import redis
 from breakers.fleet_service import fleet_record_tool_calls
 from breakers.models import FleetTransition, Incident, Probe, Tool, ToolPolicy
 from breakers.tasks import fleet_tick
-from scripts.testing.fleet_calls import Call
+from scripts.testing.fleet_calls import fleet_call
 from scripts.testing.processes import CeleryBeatProcess, CeleryWorkerProcess
 from tests.vendor_server import VendorServer
 from tests.waiting import wait_for
@@ -67,7 +67,7 @@ def probed_tool(vendor: VendorServer) -> Tool:
 
 
 def open_it(tool: Tool) -> None:
-    calls = [Call(f"e{i}", tool.name, f"w{i % 2}", "retryable") for i in range(5)]
+    calls = [fleet_call(f"e{i}", tool.name, f"w{i % 2}", "retryable") for i in range(5)]
     assert fleet_record_tool_calls(calls=calls)[0].to_state == "open"
 
 

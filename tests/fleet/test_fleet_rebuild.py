@@ -9,9 +9,10 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
-from breakers.fleet.store import FleetStore, OutcomeEvent
+from breakers.fleet.store import FleetStore
 from breakers.fleet_service import fleet_rebuild, fleet_store, fleet_tick
 from breakers.models import FleetTransition, Incident, Tool, datetime_to_ms
+from scripts.testing.fleet_calls import fleet_call
 from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
@@ -114,7 +115,7 @@ def test_a_transition_redis_made_but_the_database_lacks_is_recorded_by_the_tick(
     # Redis opened the breaker, and the process died before the database recorded it: no row,
     # no incident, and a rebuild would bring back "closed". Celery's tick catches up.
     report("w1", "web_search", "retryable", "retryable", "retryable")
-    lost = [OutcomeEvent(f"lost-{i}", "w2", "retryable") for i in range(2)]
+    lost = [fleet_call(f"lost-{i}", "web_search", "w2", "retryable") for i in range(2)]
     fleet_store().apply("web_search", lost, now=datetime_to_ms(timezone.now()))
     assert not FleetTransition.objects.exists()
     fleet_tick(now=timezone.now())  # too early: its transaction might still be committing

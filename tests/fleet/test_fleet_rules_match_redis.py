@@ -29,12 +29,12 @@ from breakers.fleet.rules import (
 )
 from breakers.fleet.store import (
     FleetStore,
-    OutcomeEvent,
     PolicyOverrides,
     ToolState,
     TrackedTransition,
 )
 from breakers.fleet_service import fleet_store
+from scripts.testing.fleet_calls import fleet_call
 from tests.fleet.reference_model import FleetBreaker
 
 WORKERS = st.sampled_from(["w1", "w2", "w3"])
@@ -120,7 +120,7 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
             batch_ids.add(event_id)
             worker, outcome = data.draw(WORKERS, "worker"), data.draw(OUTCOMES, "outcome")
             trial = data.draw(st.booleans(), "trial")
-            events.append(OutcomeEvent(event_id, worker, outcome.value, trial))
+            events.append(fleet_call(event_id, self.tool, worker, outcome.value, trial=trial))
             change = self.model.apply(
                 event_id=event_id,
                 worker=worker,
@@ -193,7 +193,9 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
             trial=trial,
         )
         result = self.store.apply(
-            self.tool, [OutcomeEvent(event_id, worker, outcome.value, trial)], now=self.now
+            self.tool,
+            [fleet_call(event_id, self.tool, worker, outcome.value, trial=trial)],
+            now=self.now,
         )
         assert _comparable(_unwrap(result.transitions)) == _comparable([change] if change else [])
 

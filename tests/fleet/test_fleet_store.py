@@ -20,11 +20,11 @@ from breakers.fleet.rules import FleetPolicy, Forced, OperatorActionKind
 from breakers.fleet.store import (
     FleetStore,
     Missing,
-    OutcomeEvent,
     ToolDetails,
     ToolState,
     redis_client,
 )
+from scripts.testing.fleet_calls import fleet_call
 from scripts.testing.processes import free_port
 from tests.waiting import wait_for
 
@@ -33,7 +33,9 @@ CLOSED = ToolState(auto=State.CLOSED, forced=Forced.NONE)
 
 
 def fail(store: FleetStore, tool: str, *workers: str, now: int = 0) -> list[object]:
-    events = [OutcomeEvent(f"{tool}-{i}-{w}-{now}", w, "retryable") for i, w in enumerate(workers)]
+    events = [
+        fleet_call(f"{tool}-{i}-{w}-{now}", tool, w, "retryable") for i, w in enumerate(workers)
+    ]
     return list(store.apply(tool, events, now=now).transitions)
 
 
@@ -57,13 +59,13 @@ def test_a_tool_without_state_is_refused_rather_than_counted_from_zero(
     store: FleetStore,
 ) -> None:
     with pytest.raises(Missing):
-        store.apply("ghost", [OutcomeEvent("e1", "w1", "retryable")], now=0)
+        store.apply("ghost", [fleet_call("e1", "ghost", "w1", "retryable")], now=0)
     assert store.details("ghost") == ToolDetails(None, {}, [])
 
 
 def test_dedupe_keys_expire(store: FleetStore) -> None:
     store.restore("web_search", CLOSED)
-    store.apply("web_search", [OutcomeEvent("e1", "w1", "retryable")], now=0)
+    store.apply("web_search", [fleet_call("e1", "web_search", "w1", "retryable")], now=0)
     ttl_ms = store.client.pttl(store.dedupe_key("web_search", "e1"))
     assert 0 < ttl_ms <= store.dedupe_ttl_ms
 
@@ -98,7 +100,7 @@ def test_a_hung_redis_fails_the_call_within_its_timeout(silent_server: int) -> N
     store = FleetStore(client, defaults=POLICY)
     started = time.monotonic()
     with pytest.raises(redis.TimeoutError):
-        store.apply("web_search", [OutcomeEvent("e1", "w1", "retryable")], now=0)
+        store.apply("web_search", [fleet_call("e1", "web_search", "w1", "retryable")], now=0)
     assert time.monotonic() - started < 2
 
 

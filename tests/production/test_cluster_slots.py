@@ -13,7 +13,7 @@ from redis.commands.core import Script
 from redis.crc import key_slot
 
 from breakers.fleet_service import fleet_record_tool_calls, fleet_state, fleet_tick
-from runs.services import AcceptedToolCall
+from runs.fleet_interface import AcceptedToolCall
 
 pytestmark = pytest.mark.django_db
 

@@ -1,342 +1,32 @@
-"""The database side of ingest, in two steps per batch: ``claim`` (what is new, which runs exist)
-and ``write`` (everything the new events change). One implementation per kind of database.
-
-PostgreSQL (``PostgresWriter``): each step is one round trip. The statements of a step go out
-together in psycopg's pipeline mode, and each table gets all its rows in one statement,
-``INSERT ... SELECT ... FROM jsonb_array_elements(%s::jsonb)``, with the rows as one JSON document
-(``json.dumps`` runs in C; psycopg's per-element array dumping cost 40% of the Python time when the
-rows went as one array per column). Child rows find their run by ``run_id`` in the same statement,
-one index lookup each, so runs started by the batch need no round trip of their own. Compared
-with ``bulk_create`` for each table this more than halves the CPU a batch of 100 costs and cuts
-its database round trips from about a dozen to two (docs/benchmarks.md has the figures).
-
-Anything else, i.e. SQLite for the demo (``OrmWriter``): the same steps, one statement at a time,
-through the ORM. The ledger and the worker row use ``INSERT ... ON CONFLICT ... RETURNING``, which
-SQLite (3.35+) and PostgreSQL both understand.
-
-Both run inside the caller's ``transaction.atomic()`` on Django's own connection.
-"""
+"""The PostgreSQL writer: each step of ``BatchWriter`` in one round trip (pipelined statements,
+each table's rows as one JSON document). Why and how much: ``PostgresWriter``'s docstring."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
-from django.db import IntegrityError, connection, models
-from django.db.models import F
+from django.db import connection
 from pydantic_core import TzInfo
 
-from runs.models import IngestedEvent, ModelCall, ReportedTransition, Run, ToolCall, Worker
-
-__all__ = (
-    "BatchWriter",
-    "Claim",
-    "Finish",
-    "KnownRun",
-    "NewRun",
-    "OrmWriter",
-    "PostgresWriter",
-    "RunUpdate",
-    "WriteConflict",
-    "Writes",
-    "batch_writer",
+from runs.writers.writes import (
+    EVENT_ID_OF,
+    TOTAL_FIELDS,
+    Claim,
+    KnownRun,
+    NewRun,
+    RunUpdate,
+    Totals,
+    WriteConflict,
+    Writes,
+    ledger_key,
 )
 
-# Keeps the portable path within SQLite's bound-parameter limit whatever INGEST_MAX_EVENTS says.
-_LEDGER_CHUNK = 1000
-
-
-class WriteConflict(Exception):
-    """A concurrent transaction started or finished a run this batch was writing: the batch must
-    be rolled back as a whole and can be resent."""
-
-
-@dataclass(frozen=True, slots=True)
-class KnownRun:
-    pk: int
-    run_id: str
-    started_at: datetime
-    finished: bool
-    totals: Totals
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    worker_pk: int
-    new_event_ids: set[str]
-    runs: dict[str, KnownRun]  # this worker's runs named by the batch
-
-
-def ledger_key(worker_pk: int, event_id: str) -> str:
-    """Event ids are unique per worker (per token and worker id), so the ledger keys them so."""
-    return f"{worker_pk}:{event_id}"
-
-
-# The event id of a ledger row, cut from its key by the database (``RETURNING``), so that the
-# claim does not cut one string per new event in Python.
-_EVENT_ID_OF = "substr(event_id, length(CAST(worker_id AS TEXT)) + 2)"
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    status: str
-    degraded: bool
-    steps: int | None
-    finished_at: datetime
-    duration_ms: int
-
-
-@dataclass(slots=True)
-class Totals:
-    model_calls: int = 0
-    model_spend_usd: Decimal = Decimal(0)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tool_calls: int = 0
-    tool_attempts: int = 0
-    tool_failures: int = 0
-
-    def as_tuple(self) -> tuple[Any, ...]:
-        return (
-            self.model_calls, self.model_spend_usd, self.input_tokens, self.output_tokens,
-            self.tool_calls, self.tool_attempts, self.tool_failures,
-        )  # fmt: skip
-
-
-TOTAL_FIELDS = (
-    "model_calls", "model_spend_usd", "input_tokens", "output_tokens", "tool_calls",
-    "tool_attempts", "tool_failures",
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class NewRun:
-    run_id: str
-    agent: str
-    step_budget: int | None
-    started_at: datetime
-    totals: Totals
-    finish: Finish | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunUpdate:
-    pk: int
-    run_id: str
-    totals: Totals
-    finish: Finish | None
-
-
-# Child rows name their run by run_id (the writer resolves it); the worker is the batch's.
-TOOL_CALL_FIELDS = (
-    "event_id", "run_key", "ts", "step", "tool", "outcome", "attempts", "duration_ms", "error",
-)  # fmt: skip
-MODEL_CALL_FIELDS = (
-    "event_id", "run_key", "ts", "step", "model", "input_tokens", "output_tokens", "cost_usd",
-    "duration_ms",
-)  # fmt: skip
-TRANSITION_FIELDS = ("event_id", "run_key", "ts", "scope", "tool", "state", "reason")
-ToolCallRow = tuple[str, str, datetime, int | None, str, str, int, int | None, str]
-ModelCallRow = tuple[str, str, datetime, int | None, str, int, int, Decimal, int | None]
-TransitionRow = tuple[str, str | None, datetime, str, str, str, str]
-
-
-@dataclass(slots=True)
-class Writes:
-    release_event_ids: list[str] = field(default_factory=list)
-    new_runs: list[NewRun] = field(default_factory=list)
-    run_updates: list[RunUpdate] = field(default_factory=list)
-    tool_calls: list[ToolCallRow] = field(default_factory=list)
-    model_calls: list[ModelCallRow] = field(default_factory=list)
-    transitions: list[TransitionRow] = field(default_factory=list)
-    dropped_events: int = 0  # reported by the client, added to the worker's count
-    known_run_pks: dict[str, int] = field(default_factory=dict)  # run_id -> pk, from the claim
-
-
-class BatchWriter(Protocol):
-    def claim(
-        self,
-        *,
-        token_key: int,
-        worker_id: str,
-        now: datetime,
-        event_ids: Sequence[str],
-        run_ids: Sequence[str],
-        lock_timeout_ms: int,
-        statement_timeout_ms: int,
-    ) -> Claim: ...
-
-    def write(self, writes: Writes, *, worker_pk: int) -> None: ...
-
-
-def batch_writer() -> BatchWriter:
-    return PostgresWriter() if connection.vendor == "postgresql" else OrmWriter()
-
-
-def _table(model: type[models.Model]) -> str:
-    return str(connection.ops.quote_name(model._meta.db_table))
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-# --- portable ----------------------------------------------------------------------------------
-
-
-class OrmWriter:
-    """One statement at a time; plain SQL for the two upserts, the ORM for the rest."""
-
-    def claim(
-        self,
-        *,
-        token_key: int,
-        worker_id: str,
-        now: datetime,
-        event_ids: Sequence[str],
-        run_ids: Sequence[str],
-        lock_timeout_ms: int,
-        statement_timeout_ms: int,
-    ) -> Claim:
-        stamp = connection.ops.adapt_datetimefield_value(now)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {_table(Worker)} (token_key, worker_id, first_seen_at, last_seen_at)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (token_key, worker_id)"
-                " DO UPDATE SET last_seen_at = excluded.last_seen_at RETURNING id",
-                [token_key, worker_id, stamp, stamp],
-            )
-            worker_pk = int(cursor.fetchone()[0])
-            new_ids: set[str] = set()
-            prefix = ledger_key(worker_pk, "")
-            for chunk in _chunks(event_ids, _LEDGER_CHUNK):
-                values = ", ".join(["(%s, %s, %s)"] * len(chunk))
-                params: list[Any] = []
-                for event_id in chunk:
-                    params += (prefix + event_id, worker_pk, stamp)
-                cursor.execute(
-                    f"INSERT INTO {_table(IngestedEvent)} (event_id, worker_id, received_at)"
-                    f" VALUES {values} ON CONFLICT (event_id) DO NOTHING RETURNING {_EVENT_ID_OF}",
-                    params,
-                )
-                new_ids.update(row[0] for row in cursor.fetchall())
-        rows = Run.objects.filter(worker_id=worker_pk, run_id__in=run_ids).values_list(
-            "pk", "run_id", "started_at", "finished_at", *TOTAL_FIELDS
-        )
-        runs = {
-            run_id: KnownRun(pk, run_id, started, finished is not None, Totals(*totals))
-            for pk, run_id, started, finished, *totals in rows
-        }
-        return Claim(worker_pk=worker_pk, new_event_ids=new_ids, runs=runs)
-
-    def write(self, writes: Writes, *, worker_pk: int) -> None:
-        if writes.release_event_ids:
-            keys = [ledger_key(worker_pk, event_id) for event_id in writes.release_event_ids]
-            IngestedEvent.objects.filter(event_id__in=keys).delete()
-        if writes.dropped_events:
-            Worker.objects.filter(pk=worker_pk).update(
-                dropped_events=F("dropped_events") + writes.dropped_events
-            )
-        # Every run a row may name: the known runs (also those whose totals did not change, as
-        # for a batch holding only a removal) and the ones this batch starts.
-        # Agents' times come with any offset pydantic parses (runs.schemas.Timestamp). Django
-        # sends them to PostgreSQL with the offset as is, and offsets beyond 15:59 are refused,
-        # so they go as UTC; SQLite's backend makes every aware time UTC itself.
-        utc = connection.vendor != "sqlite"
-        pks = dict(writes.known_run_pks)
-        pks.update(self._create_runs(writes.new_runs, worker_pk=worker_pk, utc=utc))
-        for update in sorted(writes.run_updates, key=lambda u: u.pk):
-            self._update_run(update, utc=utc)
-        _bulk_create(
-            ToolCall, TOOL_CALL_FIELDS, writes.tool_calls, pks, utc=utc, worker_id=worker_pk
-        )
-        _bulk_create(ModelCall, MODEL_CALL_FIELDS, writes.model_calls, pks, utc=utc)
-        _bulk_create(
-            ReportedTransition,
-            TRANSITION_FIELDS,
-            writes.transitions,
-            pks,
-            utc=utc,
-            worker_id=worker_pk,
-        )
-
-    def _create_runs(self, new_runs: list[NewRun], *, worker_pk: int, utc: bool) -> dict[str, int]:
-        rows = [
-            Run(
-                run_id=run.run_id,
-                agent=run.agent,
-                worker_id=worker_pk,
-                step_budget=run.step_budget,
-                started_at=run.started_at.astimezone(UTC) if utc else run.started_at,
-                **dict(zip(TOTAL_FIELDS, run.totals.as_tuple(), strict=True)),
-                **_finish_fields(run.finish, utc=utc),
-            )
-            for run in new_runs
-        ]
-        try:
-            created = Run.objects.bulk_create(rows)
-        except IntegrityError as exc:
-            raise WriteConflict("a run in this batch was started by a concurrent batch") from exc
-        return {run.run_id: run.pk for run in created}
-
-    def _update_run(self, update: RunUpdate, *, utc: bool) -> None:
-        changes: dict[str, Any] = {
-            name: F(name) + value
-            for name, value in zip(TOTAL_FIELDS, update.totals.as_tuple(), strict=True)
-            if value
-        }
-        finish = _finish_fields(update.finish, utc=utc)
-        if not changes and not finish:
-            return
-        rows = Run.objects.filter(pk=update.pk)
-        if finish:
-            rows = rows.filter(finished_at__isnull=True)
-        if rows.update(**changes, **finish) == 0 and finish:
-            raise WriteConflict(f"run {update.run_id!r} was finished by a concurrent batch")
-
-
-def _bulk_create(
-    model: type[models.Model],
-    names: tuple[str, ...],
-    rows: Sequence[tuple[Any, ...]],
-    pks: dict[str, int],
-    *,
-    utc: bool,
-    **common: Any,
-) -> None:
-    if not rows:
-        return
-    objects = []
-    for row in rows:
-        values = dict(zip(names, row, strict=True))
-        run_key = values.pop("run_key")
-        if utc:
-            values["ts"] = values["ts"].astimezone(UTC)  # see OrmWriter.write
-        objects.append(model(**values, run_id=pks[run_key] if run_key else None, **common))
-    model._default_manager.bulk_create(objects)
-
-
-def _finish_fields(finish: Finish | None, *, utc: bool) -> dict[str, Any]:
-    if finish is None:
-        return {}
-    return {
-        "status": finish.status,
-        "degraded": finish.degraded,
-        "steps": finish.steps,
-        # Agents' times come with any offset pydantic parses (runs.schemas.Timestamp); on
-        # PostgreSQL Django sends the offset as is, and offsets beyond 15:59 are refused.
-        "finished_at": finish.finished_at.astimezone(UTC) if utc else finish.finished_at,
-        "duration_ms": finish.duration_ms,
-    }
-
-
-# --- PostgreSQL --------------------------------------------------------------------------------
+__all__ = ("PostgresWriter",)
 
 Columns = tuple[tuple[str, str], ...]  # (name, PostgreSQL type), in row order
 
@@ -423,7 +113,7 @@ _PG_CLAIM = f"""
 INSERT INTO runs_ingestedevent (event_id, worker_id, received_at)
 SELECT w.id::text || ':' || event_id, w.id, %s
 FROM jsonb_array_elements_text(%s::jsonb) AS event_id, {_PG_WORKER_PK} AS w(id)
-ON CONFLICT (event_id) DO NOTHING RETURNING {_EVENT_ID_OF}"""
+ON CONFLICT (event_id) DO NOTHING RETURNING {EVENT_ID_OF}"""
 
 _PG_LOAD_RUNS = f"""
 SELECT id, run_id, started_at, finished_at IS NOT NULL, {", ".join(TOTAL_FIELDS)}
@@ -514,7 +204,15 @@ def _run_rows(runs: Sequence[NewRun | RunUpdate]) -> list[tuple[Any, ...]]:
 
 
 class PostgresWriter:
-    """Two round trips per batch: pipelined statements, each table's rows as one JSON value."""
+    """Two round trips per batch: pipelined statements, each table's rows as one JSON value.
+
+    The statements of a step go out together in psycopg's pipeline mode, and each table gets all
+    its rows in one statement, ``INSERT ... SELECT ... FROM jsonb_array_elements(%s::jsonb)``, with
+    the rows as one JSON document (``json.dumps`` runs in C; psycopg's per-element array dumping
+    cost 40% of the Python time when the rows went as one array per column). Compared with
+    ``bulk_create`` for each table this more than halves the CPU a batch of 100 costs and cuts its
+    database round trips from about a dozen to two (docs/benchmarks.md has the figures).
+    """
 
     def __init__(self) -> None:
         self._reserved_run_pks: list[int] = []  # from the claim, for the runs the batch starts

@@ -1,0 +1,36 @@
+"""What the project composes: the fleet updater ingest calls, built from the fleet breaker's
+services (named by ``settings.INGEST_FLEET_UPDATER``; docs/adr/XXXX-ingest-fleet-wiring.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from breakers.fleet_service import (
+    FLEET_STORE_ERRORS,
+    fleet_record_tool_calls,
+    fleet_state,
+    fleet_state_from_database,
+    fleet_store,
+)
+from runs.fleet_interface import AcceptedToolCall
+
+__all__ = ("FleetBreakerUpdater",)
+
+
+class FleetBreakerUpdater:
+    """Ingest's ``FleetUpdater``: the fleet breaker in Redis, mirrored in the database."""
+
+    store_errors: tuple[type[Exception], ...] = FLEET_STORE_ERRORS
+
+    def ready(self) -> None:
+        fleet_store().ping()
+
+    def record_tool_calls(self, calls: Sequence[AcceptedToolCall]) -> object:
+        return fleet_record_tool_calls(calls=calls)
+
+    def state(self) -> dict[str, Any]:
+        return fleet_state().as_json()
+
+    def state_from_database(self) -> dict[str, Any]:
+        return fleet_state_from_database().as_json()

@@ -69,7 +69,7 @@ WRONG_WAY = {
             "tests/__init__.py": "",
             "tests/fleet/__init__.py": "",
             "tests/fleet/conftest.py": "",
-            "tests/fleet/test_a.py": "from tests.fleet.support import Report\n",
+            "tests/fleet/test_a.py": "from tests.fleet.conftest import Report\n",
             "tests/fleet/test_b.py": "from tests.fleet import conftest\n",
             "tests/fleet/test_c.py": "import conftest\n",
         },

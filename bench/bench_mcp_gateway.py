@@ -16,13 +16,18 @@ One command (PostgreSQL and Redis on this machine for the second part; nothing t
    gateways joined to it, one on the fleet push (long-poll, the default) and one polling every
    `--poll` s; each round an operator force-opens a tool through the API and both clients wait
    for `notifications/tools/list_changed`, then it is released and they wait again. Timed from
-   just before the POST to each client's notification.
+   just before the POST to each client's notification. A third client, on its own pushed gateway,
+   never re-lists (as Claude Code does): it calls the tool every 10 ms after the POST until one
+   call is refused: force-open -> refusal.
+3. `--cpu-load N`: part 1 again beside N busy processes (a CPU-bound load on the same cores);
+   each part also gives the spread of the gateway's p50 overhead over five slices of its calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -193,6 +198,12 @@ async def force_open_latency(
     """Both gateways hear every action: one by the fleet push, one by polling."""
     modes = {"push": ("--fleet-wait", "20"), "poll": ("--fleet-wait", "0")}
     params = {}
+    never_up = Flaky(tmp / "fleet-never.json")
+    params["never"] = gateway_stdio(
+        write_config(tmp / "fleet-never-gw.json", {"search": never_up.stdio()}),
+        *("--control-plane", url, "--token", agent, "--worker-id", "bench-gateway-never"),
+        *("--fleet-poll-interval", str(poll)),
+    )
     for mode, extra in modes.items():
         upstream = Flaky(tmp / f"fleet-{mode}.json")
         config = write_config(tmp / f"fleet-{mode}-gw.json", {"search": upstream.stdio()})
@@ -202,12 +213,13 @@ async def force_open_latency(
             *("--fleet-poll-interval", str(poll), *extra),
         )
     notes = {mode: Notes() for mode in modes}
-    latencies: dict[str, list[float]] = {mode: [] for mode in modes}
+    latencies: dict[str, list[float]] = {mode: [] for mode in (*modes, "refusal")}
     async with (
         connect(params["push"], notes["push"]) as push,
         connect(params["poll"], notes["poll"]) as polled,
+        connect(params["never"], Notes()) as never,
     ):
-        for client in (push, polled):
+        for client in (push, polled, never):
             await client.list_tools()
             await client.call_tool("web_search", {"text": "q"})
         with anyio.fail_after(60):
@@ -225,9 +237,18 @@ async def force_open_latency(
                     await notes[mode].wait_for(timeout=30)
                     latencies[mode].append(time.perf_counter() - started)
 
+                async def refused(started: float = started) -> None:
+                    # The client listed once and never again: only a refusal tells it.
+                    with anyio.fail_after(30):
+                        while not (await never.call_tool("web_search", {"text": "q"})).is_error:
+                            await anyio.sleep(0.01)
+                    latencies["refusal"].append(time.perf_counter() - started)
+
                 async with anyio.create_task_group() as group:
                     for mode in modes:
                         group.start_soon(heard, mode)
+                    if action == "force-open":
+                        group.start_soon(refused)
     return latencies
 
 
@@ -247,13 +268,54 @@ def main() -> None:
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
     )
     parser.add_argument("--bench-db", default="bp_bench_mcp")
+    parser.add_argument(
+        "--cpu-load", type=int, default=0, help="also measure part 1 beside N busy processes"
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
 
     if args.calls:
         report_overhead(args.calls, tmp)
+        if args.cpu_load:
+            with busy(args.cpu_load):
+                print(f"\n## beside a CPU-bound load: {args.cpu_load} busy processes")
+                report_overhead(args.calls, tmp / "loaded")
     if args.fleet:
         report_latency(args, tmp)
+
+
+def _spin(stop: Any) -> None:
+    while not stop.is_set():
+        sum(i * i for i in range(10_000))
+
+
+class busy:
+    """N processes burning CPU for as long as the block runs."""
+
+    def __init__(self, n: int) -> None:
+        self.stop = multiprocessing.Event()
+        self.procs = [multiprocessing.Process(target=_spin, args=(self.stop,)) for _ in range(n)]
+
+    def __enter__(self) -> busy:
+        for proc in self.procs:
+            proc.start()
+        time.sleep(2)  # let the load average feel it
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for proc in self.procs:
+            proc.join(10)
+
+
+def spread(values: list[float], direct: list[float], slices: int = 5) -> str:
+    """min..max of the p50 overhead over `slices` consecutive slices of the calls."""
+    size = len(values) // slices
+    cuts = [
+        pct(values[i * size : (i + 1) * size], 0.5) - pct(direct[i * size : (i + 1) * size], 0.5)
+        for i in range(slices)
+    ]
+    return f"{ms(min(cuts))} .. {ms(max(cuts))}"
 
 
 def load() -> str:
@@ -261,6 +323,7 @@ def load() -> str:
 
 
 def report_overhead(calls_per_path: int, tmp: Path) -> None:
+    tmp.mkdir(parents=True, exist_ok=True)
     before = load()
     timings, own = anyio.run(overhead, calls_per_path, tmp)
     call, check = breaker_share(20_000)
@@ -268,8 +331,9 @@ def report_overhead(calls_per_path: int, tmp: Path) -> None:
     direct = timings["direct"]
     print(f"\n{calls_per_path} calls of echo per path, interleaved; {os.cpu_count()} cores; "
           f"load average before: {before}; after: {load()}\n")  # fmt: skip
-    print("| path | p50 ms | p99 ms | p50 minus direct | p99 minus direct | p50 / direct |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| path | p50 ms | p99 ms | p50 minus direct | p99 minus direct | p50 / direct "
+          "| p50 minus direct, 5 slices |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
     labels = {
         "direct": "direct (client -> upstream, stdio)",
         "gateway": "through the gateway, passthrough (two stdio hops)",
@@ -280,9 +344,9 @@ def report_overhead(calls_per_path: int, tmp: Path) -> None:
         p50, p99 = pct(values, 0.5), pct(values, 0.99)
         extra = (
             f"{ms(p50 - pct(direct, 0.5))} | {ms(p99 - pct(direct, 0.99))} | "
-            f"{p50 / pct(direct, 0.5):.2f}x"
+            f"{p50 / pct(direct, 0.5):.2f}x | {spread(values, direct)}"
             if path != "direct"
-            else "| |"
+            else "| | |"
         )
         print(f"| {labels[path]} | {ms(p50)} | {ms(p99)} | {extra} |")
     print("\nTimed in-process (ms):\n")
@@ -329,7 +393,11 @@ def report_latency(args: argparse.Namespace, tmp: Path) -> None:
     )
     print("| fleet sync | actions | p50 ms | p99 ms | max ms |")
     print("|---|---:|---:|---:|---:|")
-    for mode, label in (("push", "push (long-poll)"), ("poll", f"poll every {args.poll:g} s")):
+    for mode, label in (
+        ("push", "push (long-poll)"),
+        ("poll", f"poll every {args.poll:g} s"),
+        ("refusal", "force-open -> refusal, a client that never re-lists (push)"),
+    ):
         values = latencies[mode]
         print(
             f"| {label} | {len(values)} | {ms(pct(values, 0.5))} | {ms(pct(values, 0.99))} "

@@ -29,7 +29,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from breakers.access.ops_endpoints import bearer_token_matches, direct_from_networks
+from breakers.access.ops_endpoints import bearer_token_matches, client_in_networks
 from breakers.models import Alert, AlertState, FleetTransition, Tool
 from breakers.observability.call_metrics import (
     INGEST_BATCH_SECONDS,
@@ -115,7 +115,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
     if not (
         bearer_token_matches(request, token)
-        or direct_from_networks(request, settings.METRICS_ALLOWED_NETWORKS)
+        or client_in_networks(request, settings.METRICS_ALLOWED_NETWORKS)
     ):
         response = HttpResponse("metrics need a bearer token or an allowed address\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'

@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
+from breakers.replay.outage import ReplayResult, mode_order, replay_speed
 from controlplane.dashboard.queries import WindowPage, page_window
 from runs.incident_runs import IncidentMeasures, incident_measures, runs_affected
 from runs.models import OutageReplay, Outcome, Run, ToolCall
-from runs.outage_economics import mode_order, replay_speed
 
 INCIDENTS_PER_PAGE = 50
 MAX_WORKER_GROUPS = 30
@@ -148,16 +148,15 @@ class IncidentPage:
         replay = self.replay
         if replay is None:
             return None
-        summary = replay.summary if isinstance(replay.summary, dict) else {}
-        scenario = replay.scenario if isinstance(replay.scenario, dict) else {}
+        result = ReplayResult.of(replay)
         return {
             "mode": replay.mode,
-            "agent": scenario.get("agent") or "hand-written",
+            "agent": result.agent,
             "speed": replay_speed(replay),
             "finished": replay.finished_at is not None,
-            "runs": summary.get("runs"),
-            "spend": summary.get("model_spend_usd"),
-            "vendor_calls": summary.get("web_search_calls"),
+            "runs": result.runs,
+            "spend": result.model_spend_usd,
+            "vendor_calls": result.web_search_calls,
             "batch": _batch_key(replay),
         }
 
@@ -196,7 +195,7 @@ def replay_of(incident: Incident) -> OutageReplay | None:
 
 def _batch_key(replay: OutageReplay) -> int:
     """The Outages page's ``?batch=`` of the replay's invocation (``ReplayBatch``)."""
-    label = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
+    label = ReplayResult.of(replay).batch
     if label is None:
         return replay.pk
     same = OutageReplay.objects.filter(scenario__batch=label).only("pk", "mode")

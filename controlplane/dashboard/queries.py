@@ -26,6 +26,7 @@ from django.db.models.lookups import StartsWith
 from django.utils import timezone
 
 from breakers.models import OperatorAction
+from breakers.replay.outage import ReplayClock
 from runs.models import (
     ModelCall,
     OutageReplay,
@@ -35,7 +36,6 @@ from runs.models import (
     ToolCall,
 )
 from runs.notice_replay import REMOVING_STATES, NoticeReplay
-from runs.outage_economics import ReplayClock
 
 RUNS_PER_PAGE = 50
 # A run has a step budget of ~20; these caps only bite for a runaway or hostile agent.

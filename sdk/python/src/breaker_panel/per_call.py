@@ -3,16 +3,16 @@
 Used by the MCP gateway and by `guard_session` (given the worker breakers or a plane); it sits
 below both so that neither imports the other.
 
-Each `tools/call` is one run (see docs/adr/0086-the-mcp-gateway-makes-each-tools.md): a run keeps a
-removed tool for the rest of the run, and a desktop client's session can last for days, so a
-session-long run would never see a tool come back. The offered set is read through a run view that
-reports nothing, so listing tools never adds events.
+Each client session is one run (docs/adr/XXXX-one-run-per-mcp-client-session.md); each call of it
+is decided by a fresh view of the worker and fleet scopes, so a tool that comes back during a
+days-long session is seen again. The offered set is read through a view that reports nothing.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from breaker_panel.classify import ToolFailure
@@ -22,7 +22,7 @@ from breaker_panel.notice import Removal, render_notice
 from breaker_panel.vocabulary import Scope
 from breaker_panel.worker import RunBreakers, WorkerBreakers
 
-__all__ = ["CallRecord", "FleetBreakers", "LocalBreakers", "PerCallBreakers"]
+__all__ = ["CallRecord", "FleetBreakers", "LocalBreakers", "PerCallBreakers", "refusal"]
 
 # A run breaker that never trips: one call cannot make five failures, and the run scope is
 # not what a gateway is for.
@@ -32,18 +32,27 @@ _NEVER = 2**62
 class CallRecord:
     """One `tools/call` as its run sees it: refused with a notice, or allowed and then finished."""
 
-    def __init__(self, name: str, breakers: RunBreakers, run: Run | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        breakers: RunBreakers,
+        run: Run | None = None,
+        *,
+        session: bool = False,
+        others: Iterable[str] = (),
+    ) -> None:
         self.name = name
         self._breakers = breakers
         self._run = run
+        self._session = session  # the run outlives the call: report into it, never finish it
         self._started = time.perf_counter()
         # is_open() first: asking about a tool offers it, and a run hears of other scopes'
         # removals only for tools it offers.
         removal = breakers.removals().get(name) if breakers.is_open(name) else None
-        self.notice = None if removal is None else _notice(removal)
+        self.notice = None if removal is None else refusal(removal, others)
         if self.notice is not None:
             if run is not None:
-                run.record_blocked(name)
+                run.record_blocked(name, breakers=breakers if session else None)
             self._close()
 
     @property
@@ -55,10 +64,11 @@ class CallRecord:
         run, name = self._run, self.name
         if run is not None:
             duration_ms = int((time.perf_counter() - self._started) * 1000)
+            view = self._breakers if self._session else None
             if failure is None:
-                run.record_success(name, duration_ms=duration_ms)
+                run.record_success(name, duration_ms=duration_ms, breakers=view)
             else:
-                run.record_failure(name, failure, duration_ms=duration_ms)
+                run.record_failure(name, failure, duration_ms=duration_ms, breakers=view)
         elif failure is None:
             self._breakers.record_success(name)
         else:
@@ -70,15 +80,30 @@ class CallRecord:
         self._close()
 
     def _close(self, *, failed: bool = False) -> None:
-        if self._run is not None:
+        if self._run is not None and not self._session:
             self._run.finish(status="failed" if failed else "completed")
         else:
-            self._breakers.close()
+            self._breakers.close()  # hand back the trial leases this call did not use
 
 
-def _notice(removal: Removal) -> str:
-    # Only the called tool: the run has folded in every removal, the model asked about one.
-    return render_notice([removal], []) or f"{removal.tool} is unavailable right now."
+def refusal(removal: Removal, others: Iterable[str] = ()) -> str:
+    """What a refused call answers. For a client that never re-lists (most coding agents), this
+    text is the whole mechanism: it says the tool is out for this task, what to do instead, and
+    that calling it again will not work (docs/adr/XXXX-refusals-work-without-list-changed.md)."""
+    tool = removal.tool
+    why = render_notice([removal], []) or f"{tool} is unavailable right now."
+    alternatives = sorted(set(others) - {tool})
+    instead = (
+        f"Use another tool instead ({', '.join(alternatives[:8])}), or"
+        if alternatives
+        else "Carry on without it, or"
+    )
+    return (
+        f"{tool} is OUT for the rest of this task: the call was refused and did not run.\n"
+        f"{why}\n"
+        f"Calling {tool} again will not work: every call is refused the same way. "
+        f"{instead} tell the user that {tool} is unavailable."
+    )
 
 
 class PerCallBreakers:
@@ -96,8 +121,23 @@ class PerCallBreakers:
         finally:
             view.close()  # hand back the trial leases the view claimed
 
-    def begin(self, name: str) -> CallRecord:
+    def begin(self, name: str, *, session: str = "", others: Iterable[str] = ()) -> CallRecord:
+        """One call of `name` for the client session `session`; `others`: the tools the client
+        may use instead (named in a refusal)."""
         raise NotImplementedError
+
+    def end_session(self, session: str) -> None:
+        """The client session is over: finish its run."""
+
+    def end_idle(self, idle: float) -> int:
+        """Finish the runs of sessions without a call for `idle` seconds; how many."""
+        return 0
+
+    def retry_in(self, names: Iterable[str]) -> float | None:
+        """Seconds until the first of the open `names` is due its trial, when the offered set
+        may change by itself (None: none of them is open at worker scope)."""
+        due = [self.worker.retry_in(n) for n in names if self.worker.is_open(n)]
+        return min(due) if due else None
 
     def close(self) -> None:
         """Flush what is buffered (a ControlPlane) and stop."""
@@ -112,23 +152,57 @@ class LocalBreakers(PerCallBreakers):
     def __init__(self, worker: WorkerBreakers) -> None:
         self.worker = worker
 
-    def begin(self, name: str) -> CallRecord:
-        return CallRecord(name, self.worker.start_run(_NEVER))
+    def begin(self, name: str, *, session: str = "", others: Iterable[str] = ()) -> CallRecord:
+        return CallRecord(name, self.worker.start_run(_NEVER), others=others)
+
+
+@dataclass
+class _Session:
+    run: Run
+    last_call: float
 
 
 class FleetBreakers(PerCallBreakers):
-    """Worker and fleet scope through a ControlPlane: each call is reported as a run."""
+    """Worker and fleet scope through a ControlPlane: each client session is reported as one
+    run, its calls in order; the run finishes when the session ends or goes idle."""
 
-    def __init__(self, plane: ControlPlane, *, agent: str) -> None:
+    def __init__(self, plane: ControlPlane, *, agent: str, run_per_call: bool = False) -> None:
         self.plane = plane
         self.worker = plane.worker
         self.agent = agent
+        # guard_session: no hook tells it when the caller's session ends, so each call is a run.
+        self.run_per_call = run_per_call
+        self.sessions: dict[str, _Session] = {}
 
-    def begin(self, name: str) -> CallRecord:
-        run = self.plane.start_run(agent=self.agent, step_budget=None)
-        return CallRecord(name, run.breakers, run)
+    def begin(self, name: str, *, session: str = "", others: Iterable[str] = ()) -> CallRecord:
+        if self.run_per_call:
+            run = self.plane.start_run(agent=self.agent, step_budget=None)
+            return CallRecord(name, run.breakers, run, others=others)
+        entry = self.sessions.get(session)
+        now = time.monotonic()
+        if entry is None or entry.run.finished:
+            entry = _Session(self.plane.start_run(agent=self.agent, step_budget=None), now)
+            self.sessions[session] = entry
+        entry.last_call = now
+        entry.run.step += 1  # each call its own step: the run page lists them in order
+        run = entry.run
+        return CallRecord(name, run.view(), run, session=True, others=others)
+
+    def end_session(self, session: str) -> None:
+        entry = self.sessions.pop(session, None)
+        if entry is not None:
+            entry.run.finish(status="completed")
+
+    def end_idle(self, idle: float) -> int:
+        cutoff = time.monotonic() - idle
+        stale = [key for key, entry in self.sessions.items() if entry.last_call <= cutoff]
+        for key in stale:
+            self.end_session(key)
+        return len(stale)
 
     def close(self) -> None:
+        for key in list(self.sessions):
+            self.end_session(key)
         self.plane.close()  # safe to call twice
 
     def _sources(self) -> tuple[Any, ...]:

@@ -250,6 +250,14 @@ class WorkerBreakers:
         circuit = self._circuits.get(name)
         return self.policy.cooldown if circuit is None else circuit.cooldown
 
+    def retry_in(self, name: str) -> float:
+        """Seconds until the open tool `name` is due its trial (0: not open, or due now)."""
+        with self._lock:
+            circuit = self._circuits.get(name)
+            if circuit is None or circuit.state is not State.OPEN:
+                return 0.0
+            return max(0.0, circuit.opened_at + circuit.cooldown - self.clock())
+
     def start_run(
         self,
         threshold: int | None = None,

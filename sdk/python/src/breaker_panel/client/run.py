@@ -63,6 +63,8 @@ class Run:
             clock=plane.worker.clock,
             on_remove=self._on_removed,
         )
+        self._lost = False  # any tool removed from any view of this run (degraded)
+        self._announced: set[str] = set()  # wider-scope removals reported and not yet back
         plane.runs_in_progress.add(self)
         # The per-step hot path goes straight to the run's breakers (bench/bench_sdk.py).
         self.available = self.breakers.available  # type: ignore[method-assign]
@@ -80,6 +82,20 @@ class Run:
     def removals(self) -> Mapping[str, Removal]:
         return self.breakers.removals()
 
+    def view(self) -> RunBreakers:
+        """A fresh view of the worker's and wider scopes for one call of a long-lived run (an MCP
+        gateway's client session): unlike `breakers`, it has lost nothing yet, so a tool that
+        came back is seen again. Pass it as `breakers=` to the record methods; close it after."""
+        plane = self.plane
+        scopes = plane.scopes
+        return RunBreakers(
+            ToolBreaker(NEVER, clock=plane.worker.clock, classify=plane.worker.classify),
+            worker=plane.worker if Scope.WORKER in scopes else None,
+            sources=(plane.fleet,) if Scope.FLEET in scopes else (),
+            clock=plane.worker.clock,
+            on_remove=self._on_removed,
+        )
+
     def record_success(
         self,
         tool: str,
@@ -87,8 +103,12 @@ class Run:
         duration_ms: int | None = None,
         attempts: int = 1,
         step: int | None = None,
+        breakers: RunBreakers | None = None,
     ) -> None:
-        breakers = self.breakers
+        if breakers is None:
+            breakers = self.breakers
+        else:
+            self._announced.discard(tool)  # called again: a later removal is news
         # Before recording, which ends the trial; the usual case (no fleet trial) without a call.
         trial = False if not breakers._fleet_trials else breakers.holds_fleet_trial(tool)
         breakers.record_success(tool)
@@ -115,19 +135,26 @@ class Run:
         *,
         duration_ms: int | None = None,
         step: int | None = None,
+        breakers: RunBreakers | None = None,
     ) -> FailureInfo:
         """Count an exhausted call, classified by the plane's ``classify`` (a ``ToolFailure``
         says retryable or semantic itself, and how many HTTP attempts it made)."""
-        trial = self.breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
-        info = self.breakers.record_failure(tool, failure)
+        if breakers is None:
+            breakers = self.breakers
+        else:
+            self._announced.discard(tool)
+        trial = breakers.holds_fleet_trial(tool)  # before recording: that ends the trial
+        info = breakers.record_failure(tool, failure)
         self._tool_event(
             tool, info.outcome, info.attempts, duration_ms, info.error, step, trial=trial
         )
         return info
 
-    def record_blocked(self, tool: str, *, step: int | None = None) -> None:
+    def record_blocked(
+        self, tool: str, *, step: int | None = None, breakers: RunBreakers | None = None
+    ) -> None:
         """The model asked for a tool this run no longer offers; it was refused locally."""
-        reason = self.removals().get(tool)
+        reason = (self.breakers if breakers is None else breakers).removals().get(tool)
         error = f"blocked by the {reason.scope} breaker" if reason else "blocked"
         self._tool_event(tool, Outcome.BLOCKED, 0, 0, error, step)
 
@@ -164,7 +191,7 @@ class Run:
         if status not in _RUN_STATUSES:
             raise ValueError(f"status must be one of {sorted(_RUN_STATUSES)}, got {status!r}")
         self.finished = True
-        lost_a_tool = bool(self.breakers.removals())
+        lost_a_tool = self._lost or bool(self.breakers.removals())
         self.breakers.close()
         self.plane.runs_in_progress.discard(self)
         self._emit(
@@ -212,8 +239,11 @@ class Run:
 
     def _on_removed(self, removal: Removal) -> None:
         # The run's own breaker reports its transition itself; a wider scope's removal is reported
-        # as seen by this run, so its page can show when and by which scope it lost the tool.
-        if removal.scope is not Scope.RUN:
+        # as seen by this run, so its page can show when and by which scope it lost the tool;
+        # once per removal, however many views (one per gateway call) see it.
+        self._lost = True
+        if removal.scope is not Scope.RUN and removal.tool not in self._announced:
+            self._announced.add(removal.tool)
             self._emit(
                 transition_event(
                     removal.tool, removal.scope, State.OPEN, removal.reason, run_id=self.run_id

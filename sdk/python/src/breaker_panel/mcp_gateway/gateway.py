@@ -10,9 +10,12 @@ session is sent `notifications/tools/list_changed`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import math
 import os
 import sys
+import unicodedata
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -56,6 +59,10 @@ logger = logging.getLogger("breaker_panel.mcp_gateway")
 CONNECTION_CLOSED = -32000
 _CLIENT_INFO = types.Implementation(name="breaker-panel-mcp", version="0.1.0")
 _NOTIFY_TIMEOUT = 5.0  # a client that stops reading must not hold up the others
+STDIO_SESSION = "stdio"  # the one client of a stdio gateway: the process is its session
+# What a 2026-07-28 client (no session) may send to group its calls into one run.
+CONVERSATION_META = "io.breakerpanel/conversation"
+CONVERSATION_HEADER = "x-conversation-id"
 # Benchmarks only: a file to write the gateway's own time per stdio fast-path call into, at exit.
 TIMINGS_ENV = "BREAKER_MCP_GATEWAY_TIMINGS"
 
@@ -78,8 +85,14 @@ class Upstream:
         *,
         on_tools: Callable[[], Awaitable[None]],
         passthrough: bool = True,
+        health_interval: float = 30.0,
+        health_timeout: float = 10.0,
+        connect_timeout: float = 30.0,
     ) -> None:
+        self.connect_timeout = connect_timeout
         self.config = config
+        self.health_interval = health_interval
+        self.health_timeout = health_timeout
         self.passthrough = passthrough
         self.name = config.name
         self.tools: list[types.Tool] = []
@@ -96,15 +109,23 @@ class Upstream:
         while True:
             self._restart = False
             link = self._link()
+            # Start-up (spawn, initialize, tools/list) within connect_timeout: a hung server is
+            # no server. The deadline is lifted once the tools are in.
+            startup = anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout)
             try:
-                async with self._client(link) as client:
-                    self.client, self.link = client, link
-                    await self._load_tools(client)
-                    delay = 0.5
-                    self.attempted.set()
-                    await self._serve(client)
+                with startup:
+                    async with self._client(link) as client:
+                        self.client, self.link = client, link
+                        await self._load_tools(client)
+                        startup.deadline = math.inf
+                        delay = 0.5
+                        self.attempted.set()
+                        await self._serve(client)
+                if startup.cancelled_caught:
+                    raise TimeoutError
             except Exception as exc:  # noqa: BLE001 - any failure of the link means: reconnect
-                logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, exc, delay)
+                reason = _describe(exc)
+                logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, reason, delay)
             finally:
                 self.client = self.link = None
             self.attempted.set()
@@ -133,25 +154,50 @@ class Upstream:
             return await link.call(params, marks)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._drop(client)
+                self._drop(client, exc)
             raise
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-            self._drop(client)
+        except (
+            OSError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            anyio.EndOfStream,
+        ) as exc:
+            self._drop(client, exc)
             raise
 
-    def _drop(self, client: Client) -> None:
+    def _drop(self, client: Client, why: BaseException) -> None:
         """The link of `client` is broken: connect again (unless that was done already)."""
         if client is self.client:
+            logger.warning("upstream %s: %s; reconnecting", self.name, _describe(why))
             self._restart = True
             self._wake.set()
 
     async def _serve(self, client: Client) -> None:
         while not self._restart:
-            await self._wake.wait()
+            with anyio.move_on_after(self.health_interval) as idle:
+                await self._wake.wait()
+            if idle.cancelled_caught:
+                await self._check_health(client)
+                continue
             self._wake = anyio.Event()
             if self._stale:
                 self._stale = False
                 await self._load_tools(client)
+
+    async def _check_health(self, client: Client) -> None:
+        """Ask the upstream an MCP request (tools/list, which every server answers), never a
+        bare GET: a live socket or an HTTP 200 says nothing of the MCP server behind it. The
+        answer also refreshes the tools of a server that never sends list_changed."""
+        try:
+            with anyio.fail_after(self.health_timeout):
+                await self._load_tools(client)
+        except Exception as exc:  # noqa: BLE001 - any failure means: reconnect
+            reason = "no answer" if isinstance(exc, TimeoutError) else f"{exc}"
+            logger.warning(
+                "upstream %s failed its health check (tools/list): %s; reconnecting",
+                self.name, reason or type(exc).__name__,
+            )  # fmt: skip
+            self._restart = True
 
     async def _load_tools(self, client: Client) -> None:
         tools: list[types.Tool] = []
@@ -225,7 +271,14 @@ class Gateway:
         self.passthrough = passthrough
         self.classifier = McpClassifier(config.breaker.retryable_patterns)
         self.upstreams = [
-            Upstream(c, on_tools=self._tools_changed, passthrough=passthrough)
+            Upstream(
+                c,
+                on_tools=self._tools_changed,
+                passthrough=passthrough,
+                health_interval=config.health_interval,
+                health_timeout=config.health_timeout,
+                connect_timeout=config.connect_timeout,
+            )
             for c in config.servers
         ]
         self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
@@ -269,6 +322,7 @@ class Gateway:
             await self.refresh(notify=False)
             group.start_soon(self._watch)
             await serve(self)
+            self.breakers.end_session(STDIO_SESSION)
             # The client is gone; a stdio client kills us a few seconds after closing our
             # stdin, so deliver what the control plane has not seen before the upstreams close.
             await anyio.to_thread.run_sync(self.breakers.close)
@@ -304,7 +358,26 @@ class Gateway:
                     )
 
     def http_app(self, host: str) -> Any:
-        return self.server.streamable_http_app(host=host)
+        app = self.server.streamable_http_app(host=host)
+        self._on_session_end(self.server.session_manager)
+        return app
+
+    def _on_session_end(self, manager: Any) -> None:
+        """Finish an MCP session's run when the SDK discards the session (the client's DELETE,
+        its idle timeout, a crash). The SDK has no public hook for it: its private
+        `_discard_session` is wrapped; without it, the gateway's idle timeout finishes the run."""
+        discard = getattr(manager, "_discard_session", None)
+        if discard is None:
+            logger.warning("this mcp version hides session ends: runs end on the idle timeout")
+            return
+
+        async def discarded(session_id: str, transport: Any) -> None:
+            try:
+                await discard(session_id, transport)
+            finally:
+                self.breakers.end_session(f"session:{session_id}")
+
+        manager._discard_session = discarded
 
     # -- the offered set ---------------------------------------------------------------------
 
@@ -324,6 +397,7 @@ class Gateway:
                 await self._changed.wait()
             self._changed = anyio.Event()
             await self.refresh()
+            self.breakers.end_idle(self.config.session_idle_timeout)
 
     async def _notify(self) -> None:
         self.notifications_sent += 1
@@ -351,6 +425,13 @@ class Gateway:
         tools: dict[str, types.Tool] = {}
         for upstream in self.upstreams:
             for tool in upstream.tools:
+                problem = _bad_name(tool.name)
+                if problem is not None:
+                    # No client can call it safely, and it would reach logs and the panel.
+                    logger.warning(
+                        "tool %r of %s hidden: its name %s", tool.name[:100], upstream.name, problem
+                    )
+                    continue
                 exposed = self._exposed_name(upstream, tool.name, counts[tool.name])
                 if exposed in catalog:
                     logger.warning(
@@ -373,21 +454,35 @@ class Gateway:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         self._remember(ctx)
         offered = await self.refresh()
-        return types.ListToolsResult(tools=[t for n, t in self.tools.items() if n in offered])
+        return types.ListToolsResult(
+            tools=[t for n, t in self.tools.items() if n in offered], ttl_ms=self.list_ttl_ms()
+        )
+
+    def list_ttl_ms(self) -> int:
+        """How long a client may cache tools/list (`ttlMs`, 2026-07-28): until the next moment
+        the list can change by itself, the end of the first cooldown; `list_ttl` at most. A
+        failure or an operator can change it sooner: then the refusal and list_changed tell."""
+        cap = self.config.list_ttl
+        due = self.breakers.retry_in(name for name in self.tools if name not in self.offered)
+        return int(1000 * (cap if due is None else min(cap, due)))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         """The SDK's path (streamable HTTP, per-request-era clients): the same relay, its
         result read into the SDK's model, which is the check for a malformed one here."""
         self._remember(ctx)
         try:
-            result = await self.relay(params.name, params.arguments, _as_model)
+            result = await self.relay(
+                params.name, params.arguments, _as_model, session=self._session_key(ctx)
+            )
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         return _as_model(result)
 
     async def call_raw(self, params: dict[str, Any], marks: list[float] | None = None) -> Any:
         """The stdio fast path: `params` of a `tools/call` in, its result as JSON out."""
-        return await self.relay(params["name"], params.get("arguments"), _checked, marks)
+        return await self.relay(
+            params["name"], params.get("arguments"), _checked, marks, session=STDIO_SESSION
+        )
 
     async def relay(
         self,
@@ -395,6 +490,8 @@ class Gateway:
         arguments: dict[str, Any] | None,
         check: Callable[[Any], Any],
         marks: list[float] | None = None,
+        *,
+        session: str = STDIO_SESSION,
     ) -> Any:
         """One `tools/call` through the breaker: refused with the notice when the tool is open,
         else relayed and its outcome recorded. `check(result)` returns what to answer with, or
@@ -402,7 +499,7 @@ class Gateway:
         entry = self.catalog.get(name)
         if entry is None:
             raise UnknownTool(f"unknown tool: {name[:100]!r}")
-        record = self.breakers.begin(name)
+        record = self.breakers.begin(name, session=session, others=self.offered)
         if record.refused:
             await self.refresh()  # the client listed before this tool went away
             return _error_result(record.notice or "")
@@ -440,7 +537,17 @@ class Gateway:
                 message = str(exc).splitlines()[0][:200]
                 failure = ToolFailure(f"{upstream.name} sent a malformed result: {message}")
             else:
-                return result, self.classifier.result(raw)
+                size = _content_size(raw)
+                if size <= self.config.max_result_bytes:
+                    return result, self.classifier.result(raw)
+                # The tool worked; the call asked for more than anyone can read.
+                failure = ToolFailure(
+                    f"the result is {size / 1048576:.1f} MB, over the gateway's limit of "
+                    f"{self.config.max_result_bytes / 1048576:.1f} MB (max_result_bytes): "
+                    "ask for less (a narrower query, a page, a summary)",
+                    retryable=False,
+                )
+                logger.warning("%s of %s: %s", tool, upstream.name, failure.message)
         return _error_result(f"{tool} failed: {failure.message}"), failure
 
     def _remember(self, ctx: Any) -> None:
@@ -448,7 +555,82 @@ class Gateway:
             return
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             session = ctx.session
-            self._sessions[getattr(session, "_connection", session)] = session
+            connection = getattr(session, "_connection", session)
+            if connection not in self._sessions:
+                # The MCP session is over once its connection is gone: finish its run then
+                # (the idle timeout finishes it otherwise).
+                key = self._session_key(ctx)
+                weakref.finalize(connection, self._end_soon, key)
+            self._sessions[connection] = session
+
+    def _end_soon(self, key: str) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.breakers.end_session, key)
+
+    def _session_key(self, ctx: Any) -> str:
+        """Which run a call over HTTP belongs to: the MCP session (pre-2026-07-28 clients);
+        else the conversation id the client sends, else its authorization; never the
+        connection, which a 2026-07-28 client may change on every request."""
+        connection = getattr(ctx.session, "_connection", None)
+        session_id = getattr(connection, "session_id", None)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and session_id:
+            return f"session:{session_id}"
+        meta = ctx.meta or {}
+        headers = getattr(ctx.request, "headers", None) or {}
+        conversation = meta.get(CONVERSATION_META) or headers.get(CONVERSATION_HEADER)
+        if isinstance(conversation, str) and conversation:
+            return f"conversation:{conversation[:200]}"
+        authorization = headers.get("authorization")
+        if authorization:  # hashed: the token itself is kept nowhere
+            return "authorization:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+        return "anonymous"
+
+
+def _bad_name(name: str) -> str | None:
+    """Why a tool name cannot be served (None: it can): empty, too long, or with control
+    characters or white space (the MCP spec allows letters, digits, _, - and .)."""
+    if not name:
+        return "is empty"
+    if len(name) > 128:
+        return "is over 128 characters"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") or c.isspace() for c in name):
+        return "has control characters or white space"
+    return None
+
+
+def _content_size(result: Any) -> int:
+    """Bytes of text and base64 data in a result's content (no serialising: it is per call)."""
+    if isinstance(result, types.CallToolResult):
+        result = result.model_dump(by_alias=True, exclude_none=True)
+    if not isinstance(result, dict):
+        return 0
+    size = 0
+    for block in result.get("content") or ():
+        if isinstance(block, dict):
+            for key in ("text", "data", "blob"):
+                value = block.get(key)
+                if isinstance(value, str):
+                    size += len(value)
+            resource = block.get("resource")
+            if isinstance(resource, dict):
+                size += sum(
+                    len(v)
+                    for k, v in resource.items()
+                    if k in ("text", "blob") and isinstance(v, str)
+                )
+    return size
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for the log: a failed start names its cause (a missing command, a hung server)."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    if isinstance(exc, TimeoutError):
+        return "no answer to initialize and tools/list in time"
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start it: {exc.strerror}: {exc.filename!r}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _as_model(result: Any) -> types.CallToolResult:

@@ -1,0 +1,292 @@
+"""The client compatibility matrix: each MCP client an agent developer uses, driven through the
+gateway (stdio) by a scripted model with no API key, while a tool breaks, opens and comes back.
+
+    .venv/bin/python -m scripts.mcp_client_matrix [--cooldown 2] [--clients a,b] [--markdown]
+
+Per client: does the model's next turn lose the tool; how many calls reach the open tool (are
+refused) before the model stops calling it; does the tool come back once healthy, and how long
+after it opened. The scripted model calls `web_search` each turn while its client lists it, and
+stops for the rest of the task once a refusal tells it the tool is out (docs/mcp-clients.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from scripts.testing.mcp_servers import LIST_CHANGED, Flaky, gateway_stdio, write_config
+
+TOOL = "web_search"
+REFUSED_MARK = "did not run"  # in every refusal's text (breaker_panel.per_call.refusal)
+THRESHOLD = 3
+SETTLE = 0.05  # after the opening failure: the client may act on list_changed
+
+
+class Driver:
+    """What a scripted model needs from a client: the tools it sees this turn, and a call."""
+
+    async def tools(self) -> list[str]:
+        raise NotImplementedError
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        """(is_error, text) of one tools/call."""
+        raise NotImplementedError
+
+
+def _text(result: Any) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+class SessionDriver(Driver):
+    """The `mcp` package's ClientSession; `relist`: "turn" (lists before every turn),
+    "notified" (re-lists after list_changed) or "never" (lists once, as Claude Code does)."""
+
+    def __init__(self, session: Any, relist: str) -> None:
+        self.session = session
+        self.relist = relist
+        self.stale = True
+
+    async def on_message(self, message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method == LIST_CHANGED and self.relist == "notified":
+            self.stale = True
+
+    async def tools(self) -> list[str]:
+        if self.relist == "turn" or self.stale:
+            self.stale = False
+            self._names = [tool.name for tool in (await self.session.list_tools()).tools]
+        return self._names
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        result = await self.session.call_tool(name, arguments)
+        return bool(result.is_error), _text(result)
+
+
+@asynccontextmanager
+async def mcp_session(config: Path, relist: str) -> AsyncIterator[Driver]:
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    holder: list[SessionDriver] = []
+
+    async def handler(message: Any) -> None:
+        if holder:
+            await holder[0].on_message(message)
+
+    async with (
+        stdio_client(gateway_stdio(config)) as (read, write),
+        ClientSession(read, write, message_handler=handler) as session,
+    ):
+        await session.initialize()
+        holder.append(SessionDriver(session, relist))
+        yield holder[0]
+
+
+class AgentsDriver(Driver):
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    async def tools(self) -> list[str]:
+        return [tool.name for tool in await self.server.list_tools()]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        result = await self.server.call_tool(name, arguments)
+        return bool(result.is_error), _text(result)
+
+
+@asynccontextmanager
+async def agents_sdk(config: Path, cache_tools_list: bool) -> AsyncIterator[Driver]:
+    from agents.mcp import MCPServerStdio
+
+    params = gateway_stdio(config)
+    server = MCPServerStdio(
+        params={"command": params.command, "args": list(params.args), "cwd": str(params.cwd)},
+        cache_tools_list=cache_tools_list,
+        client_session_timeout_seconds=30,
+    )
+    await server.connect()
+    try:
+        yield AgentsDriver(server)
+    finally:
+        await server.cleanup()
+
+
+class PydanticDriver(Driver):
+    def __init__(self, toolset: Any) -> None:
+        self.toolset = toolset
+
+    async def tools(self) -> list[str]:
+        return [tool.name for tool in await self.toolset.list_tools()]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        from pydantic_ai import ModelRetry
+
+        try:
+            result = await self.toolset.direct_call_tool(name, arguments)
+        except ModelRetry as exc:  # an isError result goes back to the model as a retry prompt
+            return True, str(exc)
+        return False, str(result)
+
+
+@asynccontextmanager
+async def pydantic_ai(config: Path) -> AsyncIterator[Driver]:
+    """Pydantic AI's MCPToolset (needs `fastmcp-slim[client]`, not a project dependency)."""
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    params = gateway_stdio(config)
+    transport = StdioTransport(params.command, list(params.args), cwd=str(params.cwd))
+    async with MCPToolset(transport) as toolset:  # cache_tools=True: the default
+        yield PydanticDriver(toolset)
+
+
+CLIENTS: dict[str, Callable[[Path], Any]] = {
+    "session-every-turn": lambda c: mcp_session(c, "turn"),
+    "session-list-changed": lambda c: mcp_session(c, "notified"),
+    "never-relists": lambda c: mcp_session(c, "never"),
+    "agents-cache": lambda c: agents_sdk(c, True),
+    "agents-no-cache": lambda c: agents_sdk(c, False),
+    "pydantic-ai": pydantic_ai,
+}
+LABELS = {
+    "session-every-turn": "`mcp` ClientSession, lists before every turn",
+    "session-list-changed": "`mcp` ClientSession, re-lists on `list_changed`",
+    "never-relists": "never re-lists (simulated: Claude Code, Codex today)",
+    "agents-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=True`",
+    "agents-no-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=False`",
+    "pydantic-ai": "Pydantic AI `MCPToolset` (`cache_tools=True`; with `fastmcp-slim[client]`)",
+}
+QUICK = ("session-list-changed", "never-relists")
+
+
+@dataclass
+class Row:
+    client: str
+    next_turn_loses_tool: bool
+    calls_refused_before_model_stops: int
+    upstream_calls_while_open: int
+    comes_back: bool
+    back_after_s: float | None
+    cooldown_s: float
+
+
+class Model:
+    """The scripted model: calls the tool each turn while it is listed, until a refusal says it
+    is out for the task."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.gave_up = False
+        self.refused = 0
+
+    async def turn(self) -> tuple[bool, bool, str]:
+        """(offered, called, outcome) of one turn; outcome is ok, error or refused."""
+        offered = TOOL in await self.driver.tools()
+        if not offered or self.gave_up:
+            return offered, False, ""
+        is_error, text = await self.driver.call(TOOL, {"text": "q"})
+        if is_error and REFUSED_MARK in text:
+            self.refused += 1
+            self.gave_up = True  # the refusal says calling again will not work
+            return offered, True, "refused"
+        return offered, True, "error" if is_error else "ok"
+
+
+async def measure(name: str, client: Callable[[Path], Any], cooldown: float, tmp: Path) -> Row:
+    flaky = Flaky(tmp / f"{abs(hash(name))}.json")
+    config = write_config(
+        tmp / f"{abs(hash(name))}-gateway.json",
+        {"search": flaky.stdio()},
+        breaker={"threshold": THRESHOLD, "cooldown": cooldown, "check_interval": 0.05},
+    )
+    async with client(config) as driver:
+        model = Model(driver)
+        await model.turn()  # a first healthy turn: the client has listed its tools
+        flaky.set(web_search="fail")
+        for _ in range(THRESHOLD):
+            await model.turn()
+        opened = time.monotonic()
+        upstream_at_open = flaky.calls(TOOL)
+        await anyio.sleep(SETTLE)  # list_changed is sent before the last failure's answer
+        offered, _, _ = await model.turn()
+        for _ in range(5):  # later turns of the same task
+            await model.turn()
+        upstream_while_open = flaky.calls(TOOL) - upstream_at_open
+        flaky.set()
+        back_after = await _comes_back(driver, opened, cooldown)
+    return Row(
+        client=name,
+        next_turn_loses_tool=not offered,
+        calls_refused_before_model_stops=model.refused,
+        upstream_calls_while_open=upstream_while_open,
+        comes_back=back_after is not None,
+        back_after_s=None if back_after is None else round(back_after, 2),
+        cooldown_s=cooldown,
+    )
+
+
+async def _comes_back(driver: Driver, opened: float, cooldown: float) -> float | None:
+    """A new task every 50 ms (a new scripted model): the first that calls the tool and succeeds."""
+    deadline = opened + cooldown * 4 + 10
+    while time.monotonic() < deadline:
+        _, _, outcome = await Model(driver).turn()
+        if outcome == "ok":
+            return time.monotonic() - opened
+        await anyio.sleep(0.05)
+    return None
+
+
+def run_matrix(names: tuple[str, ...] | list[str], *, cooldown: float = 2.0) -> list[Row]:
+    async def main() -> list[Row]:
+        with tempfile.TemporaryDirectory() as tmp:
+            return [await measure(n, CLIENTS[n], cooldown, Path(tmp)) for n in names]
+
+    return anyio.run(main)
+
+
+def markdown(rows: list[Row]) -> str:
+    lines = [
+        "| client | next turn loses the tool | calls refused before the model stops "
+        "| upstream calls while open | comes back | after (s; cooldown) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        back = f"{r.back_after_s} ({r.cooldown_s:g})" if r.comes_back else "no"
+        lines.append(
+            f"| {LABELS.get(r.client, r.client)} | {'yes' if r.next_turn_loses_tool else 'no'} "
+            f"| {r.calls_refused_before_model_stops} | {r.upstream_calls_while_open} "
+            f"| {'yes' if r.comes_back else 'no'} | {back} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cooldown", type=float, default=2.0)
+    parser.add_argument("--clients", help="comma-separated names (default: all)")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    names = args.clients.split(",") if args.clients else list(CLIENTS)
+    if not args.clients and importlib.util.find_spec("fastmcp") is None:
+        print(
+            "skipping pydantic-ai: pip install 'fastmcp-slim[client]' to measure it",
+            file=sys.stderr,
+        )
+        names.remove("pydantic-ai")
+    rows = run_matrix(names, cooldown=args.cooldown)
+    print(markdown(rows) if args.markdown else json.dumps([asdict(r) for r in rows], indent=1))
+
+
+if __name__ == "__main__":
+    main()

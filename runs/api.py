@@ -81,6 +81,6 @@ def post_events(request: HttpRequest) -> HttpResponse:
             "a concurrent batch changed the same run; nothing was written, resend the batch",
             retry_after=CONFLICT_RETRY_AFTER_S,
         )
-    # For the metrics middleware (breakers.metrics), which counts the events by result.
+    # For the metrics middleware (breakers.observability), which counts the events by result.
     setattr(request, INGEST_RESULT, result)
     return JsonResponse(result.as_reply())

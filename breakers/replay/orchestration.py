@@ -19,13 +19,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, tool_policy_update
 from breakers.models import Tool, ToolPolicy
 from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
 from breakers.replay.modes import ModeResult, replay_mode, replay_worker_ids
 from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
-from breakers.services import fleet_operator_action, tool_policy_update
 from runs.models import AgentToken, OutageReplay
 
 __all__ = (

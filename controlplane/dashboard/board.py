@@ -28,8 +28,8 @@ from django.utils import timezone
 
 from breakers.fleet.rules import OUT_STATES, TrialMode
 from breakers.fleet.store import ToolState
+from breakers.fleet_service import fleet_store
 from breakers.models import Tool, effective_policy, ms_to_datetime
-from breakers.services import fleet_store
 from runs.models import BreakerState, ReportedTransition, Run, RunStatus, Scope, Worker
 
 # A worker is live if it sent a batch in the last five minutes: agents report as they work, so a

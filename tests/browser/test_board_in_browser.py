@@ -20,11 +20,11 @@ import redis
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, Response, expect
 
+from breakers.access.operators import operators_group
+from breakers.fleet_service import fleet_store, fleet_tool_details
 from breakers.models import OperatorAction, Tool
-from breakers.permissions import operators_group
-from breakers.services import fleet_store, fleet_tool_details
 from runs.models import AgentToken
-from tests.browser.conftest import PageWatch
+from tests.browser.support import PageWatch
 from tests.dashboard.factories import HOSTILE_NAME, HOSTILE_SCRIPT
 
 pytestmark = pytest.mark.browser

@@ -14,14 +14,14 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import Tool
-from breakers.services import (
+from breakers.fleet_service import (
     fleet_operator_action,
     fleet_rebuild,
     fleet_tick,
     fleet_trial_acquire,
     tool_policy_update,
 )
+from breakers.models import Tool
 from controlplane.dashboard.board import BoardFilters, fleet_board
 from runs.models import RunStatus, Worker
 from tests.dashboard.factories import (

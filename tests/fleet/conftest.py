@@ -1,10 +1,9 @@
-"""Fixtures for the fleet tests: Redis with fleet keys cleared, tokens, an ingest helper."""
+"""Fixtures for the fleet tests: the store on a cleared Redis, tokens, an ingest helper (helpers in
+``support``; ``fleet_redis`` is the root conftest's)."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,29 +11,9 @@ import redis
 from django.test import Client
 
 from breakers.fleet.store import FleetStore
-from breakers.services import fleet_store
+from breakers.fleet_service import fleet_store
 from runs.models import AgentToken
-
-T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
-_ids = itertools.count(1)
-
-
-def delete_fleet_keys(client: redis.Redis) -> None:
-    keys = list(client.scan_iter(match="bp:*", count=1000))
-    if keys:
-        client.delete(*keys)
-
-
-@pytest.fixture
-def fleet_redis() -> Iterator[redis.Redis]:
-    """This session's Redis with every fleet key (``bp:*``) deleted before and after the test.
-
-    Not FLUSHDB: the Celery broker lives in the same database and its bindings must survive.
-    """
-    client = fleet_store().client
-    delete_fleet_keys(client)
-    yield client
-    delete_fleet_keys(client)
+from tests.fleet.support import Report, bound_token, next_id, run_started, tool_call
 
 
 @pytest.fixture
@@ -50,48 +29,6 @@ def agent_token(db: None) -> str:
 @pytest.fixture
 def operator_token(db: None) -> str:
     return AgentToken.issue(name="ops-bot", is_operator=True)[1]
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def tool_call(run_id: str, tool: str, outcome: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": f"tc-{next(_ids)}",
-        "type": "tool.call",
-        "ts": iso(T0),
-        "run_id": run_id,
-        "step": 1,
-        "tool": tool,
-        "outcome": outcome,
-        "attempts": 1,
-        "error": "" if outcome == "success" else "ToolFailure: 503 from vendor",
-        **fields,
-    }
-
-
-def run_started(run_id: str) -> dict[str, Any]:
-    return {
-        "id": f"rs-{next(_ids)}",
-        "type": "run.started",
-        "ts": iso(T0),
-        "run_id": run_id,
-        "agent": "research",
-        "step_budget": 20,
-    }
-
-
-Report = Callable[..., dict[str, Any]]
-
-
-def bound_token(worker: str) -> str:
-    """A new agent token bound to ``worker``: with the default token quorum, each counts once."""
-    return AgentToken.issue(name=f"agent {worker}", worker_id=worker)[1]
 
 
 @pytest.fixture
@@ -122,7 +59,7 @@ def report(client: Client, worker_token: Callable[[str], str], fleet_redis: redi
         trial: bool = False,
         ts: str | None = None,
     ) -> Any:
-        run_id = f"r-{next(_ids)}"
+        run_id = f"r-{next_id()}"
         batch = (
             events
             if events is not None

@@ -14,7 +14,7 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
-from breakers.services import fleet_tick
+from breakers.fleet_service import fleet_tick
 from runs.models import AgentToken
 from tests.conformance_runner import Case, CaseError, Matcher, build_batch, cases, check_batch
 

@@ -11,10 +11,10 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_tick
 from breakers.models import Tool
-from breakers.services import fleet_operator_action, fleet_tick
 from runs.models import AgentToken
-from tests.fleet.conftest import Report, iso
+from tests.fleet.support import Report, iso
 
 pytestmark = pytest.mark.django_db
 FLEET = "/api/v1/fleet"

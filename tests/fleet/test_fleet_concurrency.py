@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import redis
 
+from breakers.fleet_service import fleet_store
 from breakers.models import FleetTransition, Incident, Tool
-from breakers.services import fleet_store
 from runs.models import AgentToken, ToolCall
 from scripts.testing.processes import WebServerProcess
-from tests.fleet.conftest import run_started, tool_call
+from tests.fleet.support import run_started, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS_PER_WORKER = 4

@@ -17,11 +17,11 @@ from django.test import Client
 
 from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane, PlaneConfig
-from breakers import services
-from breakers.fleet_watch import FleetWatch
+from breakers import fleet_service
+from breakers.fleet_api.long_poll import FleetWatch
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
-from tests.fleet.conftest import bound_token
+from tests.fleet.support import bound_token
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "web_search"}},
@@ -138,7 +138,7 @@ def test_an_announced_change_wakes_the_waiters_before_the_next_poll(
 ) -> None:
     # Polling once an hour: only the store's announcement (Redis pub/sub, which every server
     # process's watcher hears) can wake the waiter within the test.
-    store = services.fleet_store()
+    store = fleet_service.fleet_store()
     etag = ["v1"]
     watch = FleetWatch(
         lambda: (etag[0], f"state {etag[0]}"),

@@ -18,7 +18,7 @@ from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
-from tests.fleet.conftest import bound_token
+from tests.fleet.support import bound_token
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

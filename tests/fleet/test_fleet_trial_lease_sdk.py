@@ -21,11 +21,11 @@ import redis
 from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane, PlaneConfig, Run
 from breaker_panel.client.plane import MAX_TRIAL_WAIT
+from breakers.fleet_service import fleet_state as rebuild_if_lost
+from breakers.fleet_service import fleet_tick, tool_policy_update
 from breakers.models import FleetTransition, Tool
-from breakers.services import fleet_state as rebuild_if_lost
-from breakers.services import fleet_tick, tool_policy_update
 from scripts.testing.processes import WebServerProcess
-from tests.fleet.conftest import bound_token
+from tests.fleet.support import bound_token
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

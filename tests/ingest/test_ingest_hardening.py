@@ -17,7 +17,7 @@ from breakers.models import FleetTransition
 from runs.batch_checks import parse_batch
 from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
 from runs.schemas import MAX_COUNT
-from tests.ingest.conftest import PostBatch, event
+from tests.ingest.support import PostBatch, event
 
 pytestmark = pytest.mark.django_db
 

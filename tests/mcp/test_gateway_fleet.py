@@ -169,7 +169,7 @@ def tick_until(state: str) -> None:
 
 def open_it() -> None:
     """Five retryable calls from other workers open web_search at fleet scope."""
-    from breakers.services import fleet_record_tool_calls
+    from breakers.fleet_service import fleet_record_tool_calls
     from scripts.testing.fleet_calls import fleet_call
 
     try:

@@ -201,13 +201,13 @@ BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
 # worker or not, counts once, so one token cannot forge the quorum by making up worker ids) or
 # distinct "workers" (worker ids: an opt-in for a fleet that shares one token, which any holder
 # of the token can then forge). See docs/api.md (trust model) and
-# docs/adr/XXXX-quorum-counts-tokens-by-default.md.
+# docs/adr/0176-quorum-counts-tokens-by-default.md.
 FLEET_QUORUM = envstr("FLEET_QUORUM", "tokens")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
 # What ingest tells about the tool calls it accepted: a dotted path to the callable that builds its
 # fleet updater (runs.fleet_interface.FleetUpdater); "runs.fleet_interface.NoFleet" runs ingest
-# without a fleet. Why: docs/adr/XXXX-ingest-fleet-wiring.md.
+# without a fleet. Why: docs/adr/0168-ingest-fleet-wiring.md.
 INGEST_FLEET_UPDATER = "controlplane.wiring.FleetBreakerUpdater"
 # An outcome that happened this long before a tool's last transition is stale and ignored by the
 # fleet breaker (a margin for agents' clock skew; see breakers.fleet_service.commands).

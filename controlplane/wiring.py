@@ -1,5 +1,5 @@
 """What the project composes: the fleet updater ingest calls, built from the fleet breaker's
-services (named by ``settings.INGEST_FLEET_UPDATER``; docs/adr/XXXX-ingest-fleet-wiring.md)."""
+services (named by ``settings.INGEST_FLEET_UPDATER``; docs/adr/0168-ingest-fleet-wiring.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What ingest needs of the fleet breaker (a layer above it): the one tool-call type both share, and
 the ``FleetUpdater`` the project hands ingest (``settings.INGEST_FLEET_UPDATER``). No Django here,
-so the fleet's Redis store can take the same type. Why: docs/adr/XXXX-ingest-fleet-wiring.md.
+so the fleet's Redis store can take the same type. Why: docs/adr/0168-ingest-fleet-wiring.md.
 """
 
 from __future__ import annotations

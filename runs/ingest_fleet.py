@@ -125,7 +125,7 @@ def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
     workers: a token bound to a worker counts as that worker (its id, readable on the pages;
     ingest has checked it is the one named), any other token as ``token:<pk>`` whatever worker
     ids it sends. With the opt-in ``"workers"`` every worker id counts
-    (docs/adr/XXXX-quorum-counts-tokens-by-default.md).
+    (docs/adr/0176-quorum-counts-tokens-by-default.md).
     """
     if token is None or settings.FLEET_QUORUM == "workers":
         return worker_id

@@ -3,7 +3,7 @@
 Used by the MCP gateway and by `guard_session` (given the worker breakers or a plane); it sits
 below both so that neither imports the other.
 
-Each client session is one run (docs/adr/XXXX-one-run-per-mcp-client-session.md); each call of it
+Each client session is one run (docs/adr/0182-one-run-per-mcp-client-session.md); each call of it
 is decided by a fresh view of the worker and fleet scopes, so a tool that comes back during a
 days-long session is seen again. The offered set is read through a view that reports nothing.
 """
@@ -89,7 +89,7 @@ class CallRecord:
 def refusal(removal: Removal, others: Iterable[str] = ()) -> str:
     """What a refused call answers. For a client that never re-lists (most coding agents), this
     text is the whole mechanism: it says the tool is out for this task, what to do instead, and
-    that calling it again will not work (docs/adr/XXXX-refusals-work-without-list-changed.md)."""
+    that calling it again will not work (docs/adr/0183-refusals-work-without-list-changed.md)."""
     tool = removal.tool
     why = render_notice([removal], []) or f"{tool} is unavailable right now."
     alternatives = sorted(set(others) - {tool})

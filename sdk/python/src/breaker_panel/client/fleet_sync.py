@@ -8,7 +8,7 @@ a trial, while this worker has a run in progress; a refusal is asked again after
 ``trial_retry_interval``, an error on the next poll. A run that starts, or offers a half-open
 tool, while such a lease is wanted ``nudge()``s the thread to ask at once (cutting a held
 long-poll short). The why:
-docs/adr/0052-when-a-worker-asks-for-the.md, docs/adr/XXXX-run-start-asks-for-trials.md.
+docs/adr/0052-when-a-worker-asks-for-the.md, docs/adr/0177-run-start-asks-for-trials.md.
 """
 
 from __future__ import annotations

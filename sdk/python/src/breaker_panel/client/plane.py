@@ -125,7 +125,7 @@ class ControlPlane:
         """A new run. If a fleet tool this worker's runs offer is half-open and this worker
         does not hold its trial lease, the lease is asked for at once (in the background);
         ``trial_wait`` > 0 waits up to that many seconds for the answer, so that this run
-        can make the trial itself (docs/adr/XXXX-run-start-asks-for-trials.md)."""
+        can make the trial itself (docs/adr/0177-run-start-asks-for-trials.md)."""
         run_id = run_id or f"run-{process_ids.new()}"
         run = Run(self, run_id=run_id, agent=agent, step_budget=step_budget)
         if Scope.FLEET in self.scopes:

@@ -1,6 +1,7 @@
 """Benchmark: SDK workers sending as fast as agents do, beside the control plane, for two SDK trees.
 
-    .venv/bin/python bench/bench_load.py --baseline-tree DIR [--workers 8] [--seconds 30] [--rounds 2]
+    .venv/bin/python bench/bench_load.py --baseline-tree DIR [--workers 8] [--seconds 60]
+        [--rounds 2]
 
 DIR is a checkout of the tree to compare with (e.g. ``git -C /work/main archive main | tar -x -C
 DIR``). One gunicorn (this tree's server, production settings: 3 gevent workers) runs on a scratch
@@ -109,7 +110,8 @@ def gunicorn(name: str) -> Iterator[tuple[str, str, int, str]]:
         manage(env, "migrate", "--verbosity", "0")
         token = manage(env, "create_agent_token", "load").strip().splitlines()[-1]
         command = [str(ROOT / ".venv/bin/gunicorn"), "-c", "python:controlplane.gunicorn_conf",
-                   "--no-control-socket", "--log-level", "warning", "controlplane.wsgi"]  # fmt: skip
+                   "--no-control-socket", "--log-level", "warning",
+                   "controlplane.wsgi"]  # fmt: skip
         server = subprocess.Popen(command, cwd=ROOT, env=env)
         try:
             wait_for_api(port)
@@ -169,7 +171,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline-tree", type=Path)
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--client")
     parser.add_argument("--token")
@@ -192,7 +194,8 @@ def main() -> int:
                 r = one_round(url, token, trees[tree], args, (master, db_url, name))
                 print(f"| {n + 1} | {tree} | {r['recorded']:,} | {r['dropped']:,} "
                       f"| {r['per_s']:,.0f} | {r['p50']:.0f} | {r['p99']:.0f} | {r['batch']:.0f} "
-                      f"| {r['cpu_ms_per_1k']:.0f} | {r['drain']:.1f} | {r['load']:.2f} |", flush=True)  # fmt: skip
+                      f"| {r['cpu_ms_per_1k']:.0f} | {r['drain']:.1f} | {r['load']:.2f} |",
+                      flush=True)  # fmt: skip
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -12,7 +12,11 @@ OWN := $(BIN)/python scripts/own_services.py --
 # `make fuzz`: schemathesis over the API's OpenAPI schema, this many examples per operation.
 FUZZ_EXAMPLES ?= 100
 
-.PHONY: venv mcp1 services system-packages test fuzz lint typecheck bench demo example sdk clean replay-check
+# TypeScript MCP SDK server for the gateway's classification tests (tests/mcp/ts), by its own
+# package-lock.json; without npm the tests that need it skip and say so.
+MCP_TS := tests/mcp/ts
+
+.PHONY: venv mcp1 mcp-ts services system-packages browser-deps screenshots test fuzz lint typecheck bench demo example sdk clean replay-check
 
 venv: $(BIN)/.installed
 
@@ -39,8 +43,30 @@ $(VENV)-mcp1/.installed: requirements-mcp1.lock
 	$(VENV)-mcp1/bin/python -m pip install --quiet -r requirements-mcp1.lock
 	@touch $@
 
-test: venv mcp1 services system-packages
+mcp-ts: $(MCP_TS)/node_modules/.installed
+
+$(MCP_TS)/node_modules/.installed: $(MCP_TS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  (cd $(MCP_TS) && timeout 300 npm ci --no-audit --no-fund --silent) && touch $@ \
+	    || echo "warning: npm ci in $(MCP_TS) failed; the TypeScript MCP server tests will skip" >&2; \
+	else echo "warning: no npm; the TypeScript MCP server tests will skip" >&2; fi
+
+# axe-core for the browser tests' accessibility checks, from npm at the version the lock pins.
+AXE := tests/browser/node_modules/axe-core/axe.min.js
+
+browser-deps: $(AXE)
+
+$(AXE): tests/browser/package.json tests/browser/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  timeout 300 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "warning: npm missing: the accessibility checks will skip (apt-get install npm)" >&2; fi
+
+test: venv mcp1 services system-packages mcp-ts browser-deps
 	DATABASE_URL=$(TEST_DATABASE_URL) $(OWN) $(BIN)/pytest $(PYTEST_ARGS)
+
+# docs/screenshots/: the main pages at 1440 px and the board, a tool, an incident and Outages at 390.
+screenshots:
+	BP_SCREENSHOTS=1 $(MAKE) test PYTEST_ARGS="tests/browser/test_screenshots.py -q -p no:cacheprovider"
 
 # The long fuzz pass (a few minutes); `make test` runs the same test with 10 examples.
 fuzz: venv services
@@ -72,4 +98,4 @@ sdk: venv
 	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist sdk/python
 
 clean:
-	rm -rf $(VENV) $(VENV)-mcp1 .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV)-mcp1 $(MCP_TS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

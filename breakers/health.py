@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from breakers.ops_access import bearer_token_matches, direct_from_networks, ops_redis
+from breakers.ops_access import bearer_token_matches, client_in_networks, ops_redis
 
 __all__ = ("BEAT_HEARTBEAT_KEY", "beat_heartbeat", "healthz", "readiness", "readyz")
 
@@ -79,6 +79,6 @@ def readyz(request: HttpRequest) -> HttpResponse:
 
 
 def _may_read(request: HttpRequest) -> bool:
-    return direct_from_networks(request, settings.HEALTH_ALLOWED_NETWORKS) or bearer_token_matches(
+    return client_in_networks(request, settings.HEALTH_ALLOWED_NETWORKS) or bearer_token_matches(
         request, settings.METRICS_TOKEN
     )

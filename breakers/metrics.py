@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 
 from breakers.call_metrics import INGEST_BATCH_SECONDS, count_ingest_batch, count_ingest_events
 from breakers.models import Alert, AlertState, FleetTransition, Tool
-from breakers.ops_access import bearer_token_matches, direct_from_networks
+from breakers.ops_access import bearer_token_matches, client_in_networks
 from runs.api import INGEST_RESULT
 from runs.models import BreakerState, Worker
 from runs.services import IngestResult
@@ -111,7 +111,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
     if not (
         bearer_token_matches(request, token)
-        or direct_from_networks(request, settings.METRICS_ALLOWED_NETWORKS)
+        or client_in_networks(request, settings.METRICS_ALLOWED_NETWORKS)
     ):
         response = HttpResponse("metrics need a bearer token or an allowed address\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'

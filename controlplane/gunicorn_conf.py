@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
-workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+# An empty value is "not set" (docker-compose passes ${NAME:-} for a setting left out of .env).
+workers = int(os.environ.get("WEB_CONCURRENCY") or "3")
 worker_class = "gevent"
 # Concurrent connections per worker; each request in progress may hold one database connection.
-worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "200"))
-timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS") or "200")
+timeout = int(os.environ.get("GUNICORN_TIMEOUT") or "30")
 graceful_timeout = 10
 keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None

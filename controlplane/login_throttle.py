@@ -1,4 +1,4 @@
-"""Login throttling: wrong passwords are counted per username and per client address in Redis.
+"""Login throttling: failed logins are counted per username and per client address in Redis.
 
 Past the limit every login for that username (or from that address) is refused, the right
 password included, until the window has passed; the form says so and the page answers 429.
@@ -17,21 +17,14 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 
-from breakers.ops_access import ops_redis
+from breakers.ops_access import client_address, ops_redis
 
 __all__ = ("ThrottledAuthenticationForm", "ThrottledLoginView", "client_address")
 
 logger = logging.getLogger(__name__)
 THROTTLED = "throttled"
-
-
-def client_address(request: HttpRequest) -> str:
-    """REMOTE_ADDR, or behind the TLS proxy the address it appended to X-Forwarded-For."""
-    if settings.TLS_PROXY and (forwarded := request.META.get("HTTP_X_FORWARDED_FOR")):
-        return forwarded.rsplit(",", 1)[-1].strip()
-    return str(request.META.get("REMOTE_ADDR", ""))
 
 
 def _keys(username: str, address: str) -> list[tuple[str, int]]:
@@ -42,27 +35,33 @@ def _keys(username: str, address: str) -> list[tuple[str, int]]:
     ]
 
 
-def _locked_for(keys: list[tuple[str, int]]) -> int:
-    """Seconds until a login may be tried again (0: now)."""
-    client = ops_redis()
-    with client.pipeline(transaction=False) as pipe:
-        for key, _limit in keys:
-            pipe.get(key)
-            pipe.ttl(key)
-        replies = pipe.execute()
-    wait = 0
-    for (_key, limit), count, ttl in zip(keys, replies[::2], replies[1::2], strict=True):
-        if count is not None and int(count) >= limit:
-            wait = max(wait, int(ttl), 1)
-    return wait
+def _count_attempt(keys: list[tuple[str, int]]) -> int:
+    """Count this attempt as a failure before its password is checked; the seconds until a login
+    may be tried again if that put a key past its limit (0: check the password).
 
-
-def _record_failure(keys: list[tuple[str, int]]) -> None:
+    Counting first, in one round trip whose INCR answers each request with its own count, is
+    what makes the limit hold for a burst: of 100 concurrent attempts only the first ``limit``
+    see a count within it (a check, then an increment after the hash, let 23 through).
+    """
     window = settings.LOGIN_FAILURE_WINDOW_SECONDS
     with ops_redis().pipeline(transaction=False) as pipe:
         for key, _limit in keys:
             pipe.incr(key)
-            pipe.expire(key, window, nx=True)  # the window starts at the first failure
+            pipe.expire(key, window, nx=True)  # the window starts at the first attempt
+            pipe.ttl(key)
+        replies = pipe.execute()
+    wait = 0
+    for (_key, limit), count, ttl in zip(keys, replies[::3], replies[2::3], strict=True):
+        if int(count) > limit:
+            wait = max(wait, int(ttl), 1)
+    return wait
+
+
+def _forgive(keys: list[tuple[str, int]]) -> None:
+    """The attempt counted in advance logged in: it was not a failure."""
+    with ops_redis().pipeline(transaction=False) as pipe:
+        for key, _limit in keys:
+            pipe.decr(key)
         pipe.execute()
 
 
@@ -71,7 +70,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         username = self.cleaned_data.get("username") or ""
         keys = _keys(username, client_address(self.request)) if self.request else []
         try:
-            wait = _locked_for(keys) if keys else 0
+            wait = _count_attempt(keys) if keys else 0
         except redis.RedisError:
             logger.exception("login throttling is off: Redis unavailable")
             return super().clean()
@@ -81,14 +80,12 @@ class ThrottledAuthenticationForm(AuthenticationForm):
                 f"Too many failed logins. Try again in about {minutes} minute(s).",
                 code=THROTTLED,
             )
+        cleaned = super().clean()  # a wrong password raises: its attempt stays counted
         try:
-            return super().clean()
-        except ValidationError:
-            try:
-                _record_failure(keys)
-            except redis.RedisError:
-                logger.exception("could not count a failed login: Redis unavailable")
-            raise
+            _forgive(keys)
+        except redis.RedisError:
+            logger.exception("could not uncount a successful login: Redis unavailable")
+        return cleaned
 
 
 class ThrottledLoginView(auth_views.LoginView):

@@ -6,6 +6,7 @@ in ``controlplane.env``. Production (DEBUG off) refuses to start with the develo
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import dj_database_url
@@ -41,9 +42,13 @@ INSTALLED_APPS = [
     "runs",
     "breakers",
     "controlplane.dashboard",
+    "controlplane.apps.ControlPlaneConfig",
 ]
 
 MIDDLEWARE = [
+    # First: the whole body is read (REQUEST_BODY_TIMEOUT_SECONDS) before anything can take a
+    # database connection, so a trickling client never holds one (controlplane.body).
+    "controlplane.body.BodyFirstMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Content-Security-Policy from SECURE_CSP (Django 6's own middleware).
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -142,7 +147,7 @@ CSRF_COOKIE_SECURE = not DEBUG
 if not DEBUG:
     # gunicorn serves /static/ itself: hashed names (cached for a year) and gzip/brotli copies
     # made by collectstatic. In DEBUG, runserver and the test live server serve them.
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.insert(2, "whitenoise.middleware.WhiteNoiseMiddleware")
     STORAGES = {
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -245,6 +250,11 @@ INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", 1000)
 INGEST_LOCK_TIMEOUT_MS = envint("INGEST_LOCK_TIMEOUT_MS", 5000)
 INGEST_STATEMENT_TIMEOUT_MS = envint("INGEST_STATEMENT_TIMEOUT_MS", 15000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(INGEST_MAX_BODY_BYTES, 2_621_440)
+# Every request body must arrive whole within this long (else 408); it is read before anything
+# takes a database connection (controlplane.body).
+REQUEST_BODY_TIMEOUT_SECONDS = envfloat("REQUEST_BODY_TIMEOUT_SECONDS", 30.0)
+if not REQUEST_BODY_TIMEOUT_SECONDS > 0:
+    raise ImproperlyConfigured("REQUEST_BODY_TIMEOUT_SECONDS must be positive")
 
 # --- OTLP/HTTP trace receiver, POST /v1/traces (issue 15; docs/api.md "OpenTelemetry"). ---
 # Exporters batch up to 512 spans and GenAI spans carry whole prompts, so the limit is larger
@@ -297,11 +307,26 @@ CELERY_BEAT_SCHEDULE["beat-heartbeat"] = {
     "options": {"expires": 10},
 }
 _INTERNAL_NETWORKS = ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
-# /readyz answers requests that come straight (not through a proxy) from these networks...
+# Who a request came from (breakers.ops_access): the peer, or behind one of these proxies (CIDRs)
+# the address its CLIENT_ADDRESS_HEADER names. Any other forwarding header, or one from another
+# peer, leaves the client unknown: then no network rule below passes.
+TRUSTED_PROXIES = envlist("TRUSTED_PROXIES", [])
+CLIENT_ADDRESS_HEADER = envstr("CLIENT_ADDRESS_HEADER", "") or "X-Forwarded-For"
+if CLIENT_ADDRESS_HEADER.lower() not in ("x-forwarded-for", "forwarded", "x-real-ip"):
+    raise ImproperlyConfigured(
+        "CLIENT_ADDRESS_HEADER must be X-Forwarded-For, Forwarded or X-Real-IP, "
+        f"not {CLIENT_ADDRESS_HEADER!r}"
+    )
+# /readyz answers requests whose client is in these networks...
 HEALTH_ALLOWED_NETWORKS = envlist("HEALTH_ALLOWED_NETWORKS", _INTERNAL_NETWORKS)
 # ...and /metrics those from these, or any request with "Authorization: Bearer METRICS_TOKEN".
 METRICS_ALLOWED_NETWORKS = envlist("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
+for _name in ("TRUSTED_PROXIES", "HEALTH_ALLOWED_NETWORKS", "METRICS_ALLOWED_NETWORKS"):
+    try:
+        [ipaddress.ip_network(cidr, strict=False) for cidr in globals()[_name]]
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{_name} must list networks (CIDRs): {exc}") from None
 # Tool and model calls are kept this long; the ingest dedupe ledger (event ids) this long, which
 # must stay longer than any client keeps resending a batch (hours).
 RETENTION_CALLS_DAYS = envint("RETENTION_CALLS_DAYS", 30)

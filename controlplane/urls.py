@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponseRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from breakers.health import healthz, readyz
@@ -13,7 +16,20 @@ from controlplane.api import api
 from controlplane.login_throttle import ThrottledLoginView
 from runs.otlp.views import post_traces
 
+admin.site.site_header = "Breaker Panel admin"
+admin.site.site_title = "Breaker Panel admin"
+admin.site.index_title = "Tools, probes, policies and users"
+admin.site.site_url = "/"
+
+
+@login_not_required
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    """Browsers ask for /favicon.ico whatever the page says: send them to the static icon."""
+    return HttpResponseRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     # Only login and logout: Django's password-reset views would be public pages sending mail.
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),

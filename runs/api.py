@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router
 
 from runs.auth import AgentAuth
-from runs.replies import service_unavailable
+from runs.replies import DB_UNAVAILABLE_RETRY_AFTER_S, service_unavailable
 from runs.schemas import ErrorReply, IngestReply, event_batch_openapi
-from runs.services import BatchRefused, IngestConflict, ingest_batch, parse_batch
+from runs.services import BatchRefused, CommitUnknown, IngestConflict, ingest_batch, parse_batch
 
 router = Router(tags=["ingest"])
 
@@ -69,6 +69,12 @@ def post_events(request: HttpRequest) -> HttpResponse:
         )
     except BatchRefused as exc:
         return _error(exc.status, exc.detail)
+    except CommitUnknown:
+        return service_unavailable(
+            "the database did not confirm the commit: the batch may have been written; resend"
+            " it (events already stored come back as duplicates and are counted once)",
+            retry_after=DB_UNAVAILABLE_RETRY_AFTER_S,
+        )
     except IngestConflict:
         return service_unavailable(
             "a concurrent batch changed the same run; nothing was written, resend the batch",

@@ -1,24 +1,21 @@
 """Outage economics from the runs: what each run met when a tool broke (refused fast, tool removed,
 failed through, healthy), bounded aggregates of duration and spend per period, the headline that
-compares them each with its own denominator, and the grouping of ``simulate_outage`` replays.
+compares them each with its own denominator. It knows nothing of who played the runs: a clock
+that stood still (an outage replay's) comes in as a ``PausedClock``.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from django.db.models import Avg, Case, CharField, Count, Exists, OuterRef, Q, QuerySet, Value, When
 
-from runs.models import BreakerState, OutageReplay, Outcome, ReportedTransition, Run, ToolCall
+from runs.models import BreakerState, Outcome, ReportedTransition, Run, ToolCall
 from runs.queries import runs_affected
-from runs.simulation.scenario import MODES
 
 # What a run met when it reached for the broken tool (the rules: this module's ``met_case``).
 MET_HEALTHY = "healthy tool"
@@ -31,17 +28,6 @@ MET_REFUSED_FAST = "refused fast"
 
 
 MET_TOOL_REMOVED = "tool removed"
-
-
-MAX_REPLAYS_LISTED = 200
-
-
-# simulate_outage plays its modes one after another: a replay that starts within this long of
-# the previous one ending (and repeats no mode) belongs to the same invocation.
-BATCH_GAP = timedelta(minutes=5)
-
-
-MAX_REPLAYS_PER_BATCH = 10
 
 
 TIMES = "\N{MULTIPLICATION SIGN}"
@@ -145,24 +131,39 @@ def classified_runs(runs: QuerySet[Run], *, tool: str) -> QuerySet[Any]:
     return runs.annotate(met=met_case(tool))
 
 
+class PausedClock(Protocol):
+    """A clock that stood still now and then: the runs it timed are measured without the stops."""
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def starts(self) -> tuple[float, ...]: ...  # each stop's start and end, Unix seconds, in order
+
+    @property
+    def ends(self) -> tuple[float, ...]: ...
+
+    def paused_s(self, started_at: datetime, duration_ms: int | float) -> float: ...
+
+
 class Period(NamedTuple):
     key: str
     condition: Q
-    seconds_per_ms: float  # 1/1000, times a replay's speed for simulated seconds
+    seconds_per_ms: float  # 1/1000, times a compressed clock's speed for its own seconds
 
 
 def period_stats(
     runs: QuerySet[Run],
     periods: Sequence[Period],
     *,
-    clocks: Mapping[OutageReplay, ReplayClock] | None = None,
+    clocks: Mapping[str, PausedClock] | None = None,
 ) -> tuple[dict[str, PeriodStats], dict[str, int]]:
     """One aggregate query: per period, the finished runs' count, mean duration and mean spend,
     and how many runs have not finished (no duration yet, so they are not drawn).
 
-    The durations of the runs of the replays in ``clocks`` are measured on that replay's clock
-    (``ReplayClock``): for each replay whose clock paused, one more query reads its runs that
-    overlap the pauses and takes each one's share of them out of its period's mean."""
+    ``clocks`` maps a worker id prefix to the clock its runs are measured on (an outage replay's):
+    for each clock that paused, one more query reads those workers' runs that overlap the pauses
+    and takes each one's share of them out of its period's mean."""
     finished = Q(duration_ms__isnull=False)
     aggregates: dict[str, Any] = {}
     for i, period in enumerate(periods):
@@ -188,20 +189,20 @@ def period_stats(
 
 
 def _paused_ms(
-    runs: QuerySet[Run], periods: Sequence[Period], clocks: Mapping[OutageReplay, ReplayClock]
+    runs: QuerySet[Run], periods: Sequence[Period], clocks: Mapping[str, PausedClock]
 ) -> dict[str, float]:
-    """Per period key, the real milliseconds of the replays' pauses inside their finished runs."""
+    """Per period key, the real milliseconds of the clocks' pauses inside their finished runs."""
     which = Case(
         *[When(period.condition, then=Value(period.key)) for period in periods],
         default=Value(""),
         output_field=CharField(),
     )
     paused: dict[str, float] = {}
-    for replay, clock in clocks.items():
+    for worker_prefix, clock in clocks.items():
         if not clock.paused:
             continue
         overlapping = runs.filter(
-            worker__worker_id__startswith=replay.worker_prefix,
+            worker__worker_id__startswith=worker_prefix,
             duration_ms__isnull=False,
             started_at__lt=datetime.fromtimestamp(clock.ends[-1], UTC),
             finished_at__gt=datetime.fromtimestamp(clock.starts[0], UTC),
@@ -221,178 +222,3 @@ def runs_reaching_for(*, tool_name: str, start: datetime, end: datetime) -> Quer
     """Runs that called the tool, or had it removed, in [start, end): the incident page's
     "runs affected" (runs.queries), over a longer window."""
     return runs_affected(tool=tool_name, start=start, end=end)
-
-
-def mode_label(mode: str) -> str:
-    """A mode as figures show it: plotly renders some HTML in labels, so anything but the
-    command's own mode names is reduced to plain word characters."""
-    return mode if mode in MODES else re.sub(r"[^\w-]", "?", mode)[:30]
-
-
-def mode_order(mode: str) -> tuple[int, str]:
-    return (MODES.index(mode) if mode in MODES else len(MODES), mode)
-
-
-def replay_speed(replay: OutageReplay) -> float:
-    """Real seconds times speed = the story's seconds (a corrupt speed counts as 1)."""
-    return _story_speed(replay.speed)
-
-
-def _story_speed(speed: float | None) -> float:
-    return speed if speed and math.isfinite(speed) and speed > 0 else 1.0
-
-
-@dataclass(frozen=True)
-class ReplayClock:
-    """A replay's own clock, to measure its runs by: real seconds x speed, less the time it
-    stood still (``OutageReplay.pauses``) while the control plane caught up. The runs'
-    timestamps are wall times and include the pauses; the command's table does not."""
-
-    speed: float
-    starts: tuple[float, ...] = ()  # each pause's start and end, Unix seconds, in order
-    ends: tuple[float, ...] = ()
-    before: tuple[float, ...] = ()  # seconds paused before each pause began
-
-    @classmethod
-    def of(cls, replay: OutageReplay) -> ReplayClock:
-        return cls.from_record(speed=replay.speed, pauses=replay.pauses)
-
-    @classmethod
-    def from_record(cls, *, speed: float | None, pauses: object) -> ReplayClock:
-        """The clock of a replay's ``speed`` and ``pauses`` as stored: a corrupt speed counts as
-        1, entries of ``pauses`` that are not (start, end) pairs of finite numbers are ignored,
-        and overlapping ones merged."""
-        spans: list[list[float]] = []
-        for item in sorted(_spans(pauses)):
-            if spans and item[0] <= spans[-1][1]:
-                spans[-1][1] = max(spans[-1][1], item[1])
-            else:
-                spans.append(list(item))
-        before, total = [], 0.0
-        for start, end in spans:
-            before.append(total)
-            total += end - start
-        return cls(
-            speed=_story_speed(speed),
-            starts=tuple(start for start, _ in spans),
-            ends=tuple(end for _, end in spans),
-            before=tuple(before),
-        )
-
-    @property
-    def paused(self) -> bool:
-        return bool(self.starts)
-
-    def _paused_until(self, at: float) -> float:
-        i = bisect_right(self.starts, at) - 1
-        return 0.0 if i < 0 else self.before[i] + min(at, self.ends[i]) - self.starts[i]
-
-    def paused_s(self, started_at: datetime, duration_ms: int | float) -> float:
-        """Real seconds this clock stood still during a run."""
-        start = started_at.timestamp()
-        return self._paused_until(start + duration_ms / 1000) - self._paused_until(start)
-
-    def run_seconds(self, started_at: datetime, duration_ms: int | float) -> float:
-        """A run's duration in the story's seconds, as the command's table measures it."""
-        real_s = duration_ms / 1000 - self.paused_s(started_at, duration_ms)
-        return max(0.0, real_s) * self.speed
-
-
-def _spans(pauses: object) -> Iterator[tuple[float, float]]:
-    for item in pauses if isinstance(pauses, list) else []:
-        if not isinstance(item, list | tuple) or len(item) != 2:
-            continue
-        try:
-            start, end = (float(value) for value in item)
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(start) and math.isfinite(end) and start < end:
-            yield start, end
-
-
-@dataclass(frozen=True)
-class ReplayBatch:
-    """The replays one ``simulate_outage`` invocation made: at most one per mode."""
-
-    replays: tuple[OutageReplay, ...]  # in mode order: none, fail-fast, run, worker, fleet
-
-    @property
-    def key(self) -> int:
-        """The id of its first replay: what the page's ``?batch=`` names."""
-        return self.first.pk
-
-    @property
-    def first(self) -> OutageReplay:
-        return min(self.replays, key=lambda replay: (replay.started_at, replay.pk))
-
-    @property
-    def started_at(self) -> datetime:
-        return self.first.started_at
-
-    @property
-    def finished(self) -> bool:
-        return all(replay.finished_at is not None for replay in self.replays)
-
-    @property
-    def modes(self) -> list[str]:
-        return [replay.mode for replay in self.replays]
-
-    @property
-    def speeds(self) -> list[float]:
-        return sorted({replay_speed(replay) for replay in self.replays})
-
-
-def _same_invocation(batch: list[OutageReplay], replay: OutageReplay, gap: timedelta) -> bool:
-    last = batch[-1]
-    label, last_label = replay.scenario.get("batch"), last.scenario.get("batch")
-    if label is not None and last_label is not None:
-        return bool(label == last_label)
-    ended = last.finished_at or last.started_at
-    return (
-        replay.mode not in {r.mode for r in batch}
-        and len(batch) < MAX_REPLAYS_PER_BATCH
-        and replay.started_at - ended <= gap
-    )
-
-
-def group_replays(
-    replays: Iterable[OutageReplay], *, gap: timedelta = BATCH_GAP
-) -> list[ReplayBatch]:
-    """Replays grouped by the invocation that made them, newest batch first.
-
-    The command plays its modes one after another, so a replay joins the one before it when it
-    started within ``gap`` of that one's end and its mode is not in the batch yet. (A ``batch``
-    key in both replays' ``scenario``, when the command writes one, decides instead.)
-    """
-    ordered = sorted(replays, key=lambda replay: (replay.started_at, replay.pk))
-    groups: list[list[OutageReplay]] = []
-    for replay in ordered:
-        if groups and _same_invocation(groups[-1], replay, gap):
-            groups[-1].append(replay)
-        else:
-            groups.append([replay])
-    batches = [
-        ReplayBatch(tuple(sorted(group, key=lambda replay: mode_order(replay.mode))))
-        for group in groups
-    ]
-    return batches[::-1]
-
-
-def recent_replay_batches(*, limit: int = MAX_REPLAYS_LISTED) -> list[ReplayBatch]:
-    """The batches among the newest ``limit`` replays (one query)."""
-    return group_replays(OutageReplay.objects.order_by("-started_at", "-pk")[:limit])
-
-
-def minutes_since(replay: OutageReplay, moment: datetime) -> float:
-    return (moment - replay.started_at).total_seconds() * replay_speed(replay) / 60
-
-
-def replay_periods(replay: OutageReplay) -> list[Period]:
-    mine = Q(worker__worker_id__startswith=replay.worker_prefix)
-    scale = replay_speed(replay) / 1000
-    start, end = replay.outage_started_at, replay.outage_ended_at
-    return [
-        Period(f"{replay.pk}:baseline", mine & Q(started_at__lt=start), scale),
-        Period(f"{replay.pk}:outage", mine & Q(started_at__gte=start, started_at__lt=end), scale),
-        Period(f"{replay.pk}:after", mine & Q(started_at__gte=end), scale),
-    ]

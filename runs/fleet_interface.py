@@ -15,7 +15,8 @@ __all__ = ("AcceptedToolCall", "FleetUpdater", "NoFleet")
 
 @dataclass(frozen=True, slots=True)
 class AcceptedToolCall:
-    """A new (non-duplicate) ``tool.call`` event on its way from ingest to the fleet breaker."""
+    """An accepted ``tool.call`` event on its way from ingest to the fleet breaker (new, or
+    ``resent``: stored by an earlier request)."""
 
     event_id: str
     ts: datetime
@@ -27,6 +28,9 @@ class AcceptedToolCall:
     error: str
     trial: bool = False  # the one call made under a fleet trial lease (set by the SDK)
     dedupe_id: str = ""  # unique across workers and tokens (the ledger key); event_id if empty
+    # A resent call stored before: the fleet store recognises it if it counted it already, and
+    # it is not counted again in the web process's call metrics.
+    resent: bool = False
 
 
 class FleetUpdater(Protocol):

@@ -16,14 +16,15 @@ sent again with the same id.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -34,7 +35,7 @@ from runs.ingest_fleet import (
     fleet_ready,
     fleet_state_for_reply,
 )
-from runs.models import AgentToken, Outcome
+from runs.models import AgentToken, IngestedEvent, Outcome
 from runs.schemas import (
     EVENT_MODELS,
     EVENT_TYPES,
@@ -64,6 +65,7 @@ from runs.writers import (
 
 __all__ = (
     "BatchRefused",
+    "CommitUnknown",
     "IngestConflict",
     "IngestResult",
     "Rejection",
@@ -73,6 +75,8 @@ __all__ = (
     "parse_batch",
     "validate_events",
 )
+
+logger = logging.getLogger(__name__)
 
 Event = RunStartedEvent | ModelCallEvent | ToolCallEvent | BreakerTransitionEvent | RunFinishedEvent
 
@@ -89,6 +93,12 @@ class BatchRefused(Exception):
         super().__init__(detail)
         self.detail = detail
         self.status = status
+
+
+class CommitUnknown(OperationalError):
+    """The database did not acknowledge the batch's commit and could not be asked whether it
+    landed: the batch may be stored. A resend is safe (its events come back as duplicates, and
+    their tool calls reach the fleet counters if they had not)."""
 
 
 class IngestConflict(Exception):
@@ -352,6 +362,7 @@ def ingest_batch(
     if dropped is not None:
         claim_ids.append(dropped.report_id)
     writer = batch_writer()
+    committing = False
     try:
         # Durable: this is the outermost transaction, so the fleet update that follows it comes
         # after a real commit (tests' per-test transactions excepted).
@@ -376,9 +387,18 @@ def ingest_batch(
             writer.write(plan.writes, worker_pk=claim.worker_pk)
             if before_commit is not None:
                 before_commit()
+            committing = True
     except WriteConflict as exc:
         raise IngestConflict(str(exc)) from exc
-    apply_fleet_outcomes(tool_calls=plan.fleet_calls)
+    except (OperationalError, InterfaceError) as exc:
+        # The COMMIT was sent but its answer lost: ask again on a new connection.
+        if not committing or not _commit_landed(claim, fresh):
+            raise
+        logger.warning("ingest commit was not acknowledged but landed: %s", exc)
+    resent = _resent_tool_calls(
+        valid, claim=claim, worker_id=fleet_identity(worker_id=worker_id, token=token), now=now
+    )
+    apply_fleet_outcomes(tool_calls=[*plan.fleet_calls, *resent])
     rejected.sort(key=lambda r: r.index)
     return IngestResult(
         accepted=len(fresh) - len(plan.rejected),
@@ -386,6 +406,62 @@ def ingest_batch(
         rejected=rejected,
         fleet=fleet_state_for_reply(),
     )
+
+
+def _commit_landed(claim: Claim, fresh: list[tuple[int, Event]]) -> bool:
+    """Whether a commit whose acknowledgement was lost is stored: the ledger rows it claimed are
+    there (all or none: one transaction).
+
+    False when it claimed no new event; ``CommitUnknown`` when the database cannot be asked.
+    """
+    if not fresh:
+        return False
+    claimed = [ledger_key(claim.worker_pk, event.id) for _, event in fresh]
+    try:
+        connection.close()  # the broken one; the query below opens a new one
+        return IngestedEvent.objects.filter(event_id__in=claimed).exists()
+    except DatabaseError as exc:
+        raise CommitUnknown(str(exc)) from exc
+
+
+def _resent_tool_calls(
+    valid: list[tuple[int, Event]], *, claim: Claim, worker_id: str, now: datetime
+) -> list[AcceptedToolCall]:
+    """The tool calls of a resend that were stored before, for the fleet store, which counts
+    each event id once: those a lost commit acknowledgement kept from the fleet are counted now,
+    the others are recognised and change nothing. Only calls first stored within the store's
+    memory (``BREAKER_DEDUPE_TTL_SECONDS``, by the ledger's server-side time) are handed on, so
+    none is counted twice. One query, only for a batch that resends tool calls."""
+    resent: dict[str, ToolCallEvent] = {
+        ledger_key(claim.worker_pk, event.id): event
+        for _, event in valid
+        if isinstance(event, ToolCallEvent) and event.id not in claim.new_event_ids
+    }
+    if not resent:
+        return []
+    remembered_since = now - timedelta(seconds=settings.BREAKER_DEDUPE_TTL_SECONDS)
+    recent = set(
+        IngestedEvent.objects.filter(
+            event_id__in=resent, received_at__gt=remembered_since
+        ).values_list("event_id", flat=True)
+    )
+    return [  # in the batch's order: the fleet breaker counts outcomes in sequence
+        AcceptedToolCall(
+            event_id=event.id,
+            ts=event.ts,
+            worker_id=worker_id,
+            run_id=event.run_id,
+            tool=event.tool,
+            outcome=event.outcome,
+            attempts=_attempts(event),
+            error=event.error,
+            trial=event.trial,
+            dedupe_id=key,
+            resent=True,
+        )
+        for key, event in resent.items()
+        if key in recent
+    ]
 
 
 def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _Plan:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian packages the tests use: chromium for the browser tests (never a downloaded browser) and
-# docker-compose (v1) to validate docker-compose.yml. Installs what is missing when it can; if it
+# docker-compose (v1) to validate docker-compose.yml, and npm to install axe-core (tests/browser/package.json). Installs what is missing when it can; if it
 # cannot, the tests that need a package skip with a message that says so.
 set -uo pipefail
 missing=()
@@ -12,6 +12,7 @@ done
 if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
   missing+=(docker-compose)
 fi
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian's ${missing[*]} for the tests…"

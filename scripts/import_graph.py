@@ -33,6 +33,9 @@ LAYERS = (
 )
 # The UI is imported by the URLconf only (and by itself).
 UI_PACKAGE, UI_IMPORTERS = "controlplane.dashboard", ("controlplane.urls",)
+# A boundary package and its one public module: nothing outside the package imports another of
+# its modules (the outage replay: issue 22).
+BOUNDARIES = {"breakers.replay": "breakers.replay.outage"}
 # Test and benchmark support: what each folder may not import (its top-level package names).
 # The apps never import test code; bench/ shares what it needs with tests/ through scripts/testing/.
 FORBIDDEN = {
@@ -53,6 +56,14 @@ def layer_of(module: str) -> int:
 
 def _in(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
+
+
+def _behind_boundary(source: str, target: str) -> str | None:
+    """The public module ``source`` should import instead of ``target``, or None when it may."""
+    for package, public in BOUNDARIES.items():
+        if _in(target, package) and not _in(source, package) and target != public:
+            return public
+    return None
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -205,6 +216,8 @@ def report(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
             upward.append(f"{source} -> {target}{kind}")
         elif _in(target, UI_PACKAGE) and not _in(source, UI_PACKAGE) and source not in UI_IMPORTERS:
             upward.append(f"{source} -> {target}{kind} (only the URLs import the UI)")
+        elif private := _behind_boundary(source, target):
+            upward.append(f"{source} -> {target}{kind} (import {private} instead)")
     runtime_cycles = cycles(runtime)
     type_cycles = [c for c in cycles(every) if c not in runtime_cycles]
     largest = max(modules.items(), key=lambda item: len(item[1].read_text().splitlines()))

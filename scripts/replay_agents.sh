@@ -2,7 +2,7 @@
 # The default outage replay (all five modes) played by each agent back to back against one
 # control plane of its own: the hand-written agent, then the same scripted model through Pydantic
 # AI and the SDK's integration (`--agent pydantic-ai`). docs/benchmarks.md quotes both tables:
-#   .venv/bin/python -m runs.simulation.check --markdown var/replay-agents/hand-written.json
+#   .venv/bin/python -m breakers.replay.check --markdown var/replay-agents/hand-written.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${REPLAY_AGENTS_DIR:-var/replay-agents}

@@ -2,7 +2,7 @@
 # `make replay-check`: the default outage replay twice against a control plane of its own, once
 # as the machine is and once beside two CPU-bound processes this script starts and stops. Fails
 # when fleet mode's spend or vendor calls move more than 15% between the two, or fleet goes over
-# 20% of mode none's spend or 60 vendor calls (runs/simulation/check.py). Then fleet mode once
+# 20% of mode none's spend or 60 vendor calls (breakers/replay/check.py). Then fleet mode once
 # more with polling only, to count the vendor calls the fleet push saves (REPLAY_CHECK_POLL=0
 # skips it).
 set -euo pipefail
@@ -34,8 +34,8 @@ if [ "${REPLAY_CHECK_POLL:-1}" = 1 ]; then
     --fleet-sync poll --json "$OUT/poll.json" 2>&1 | tee "$OUT/poll.log"
 fi
 
-$BIN/python -m runs.simulation.check "$OUT/quiet.json" "$OUT/busy.json" | tee "$OUT/check.log"
+$BIN/python -m breakers.replay.check "$OUT/quiet.json" "$OUT/busy.json" | tee "$OUT/check.log"
 if [ -f "$OUT/poll.json" ]; then
-  $BIN/python -m runs.simulation.check --push-vs-poll "$OUT/quiet.json" "$OUT/poll.json" \
+  $BIN/python -m breakers.replay.check --push-vs-poll "$OUT/quiet.json" "$OUT/poll.json" \
     | tee -a "$OUT/check.log"
 fi

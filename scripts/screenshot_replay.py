@@ -7,7 +7,7 @@ Serves the replay's own database (what `make replay-check` or `scripts/replay_ag
 with Django's server on a free port, logs in as the demo operator, and saves the full Outages
 page of the newest batch the agent played, with the system chromium (as tests/browser do). The
 table beside it in docs/benchmarks.md ("The outage replay in brief") must be that batch's
-(`python -m runs.simulation.check --markdown ...json`).
+(`python -m breakers.replay.check --markdown ...json`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _free_port() -> int:
 def _batch_key(env: dict[str, str], agent: str) -> str:
     code = (
         "import django; django.setup()\n"
-        "from runs.economics import recent_replay_batches\n"
+        "from breakers.replay.outage import recent_replay_batches\n"
         "agent = " + repr(agent) + "\n"
         "batches = [b for b in recent_replay_batches() if len(b.modes) == 5 and "
         "(b.first.scenario.get('agent') or 'hand-written') == agent]\n"

@@ -55,10 +55,12 @@ def _page() -> bytes:
         rows.append(f"<article><time>{when} UTC</time>{body or '<p>(empty)</p>'}</article>")
     listing = "\n".join(rows) or "<p>No message yet: alerts appear here when a breaker opens.</p>"
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="refresh" content="3"><title>Slack stand-in ({len(items)})</title>
 <style>body{{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
 article{{border:1px solid #ccc;border-radius:6px;padding:.5rem 1rem;margin:.75rem 0}}
-time{{color:#555;font-size:13px}}p{{margin:.3rem 0;white-space:pre-wrap}}</style></head><body>
+time{{color:#555;font-size:13px}}
+p{{margin:.3rem 0;white-space:pre-wrap;overflow-wrap:anywhere}}</style></head><body>
 <h1>Slack stand-in</h1><p>What Breaker Panel sent to its Slack webhook, newest first
 ({len(items)} kept, this page refreshes itself).</p>
 {listing}</body></html>""".encode()

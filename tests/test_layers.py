@@ -96,3 +96,23 @@ def test_a_type_only_import_is_not_a_runtime_cycle_but_still_points_one_way(
     result = check(tree)
     assert result.returncode == 0, result.stdout
     assert "cycles only through TYPE_CHECKING imports: 1" in result.stdout
+
+
+def test_only_the_replay_s_public_module_is_imported_from_outside_it(tmp_path: Path) -> None:
+    tree = make_tree(
+        tmp_path,
+        {
+            "breakers/__init__.py": "",
+            "breakers/replay/__init__.py": "",
+            "breakers/replay/clock.py": "",
+            "breakers/replay/outage.py": "from breakers.replay import clock\n",
+            "breakers/api.py": "from breakers.replay import outage\n",
+        },
+    )
+    assert check(tree).returncode == 0, check(tree).stdout
+    (tree / "breakers" / "tasks.py").write_text("from breakers.replay.clock import SimClock\n")
+    result = check(tree)
+    assert result.returncode == 1
+    assert "breakers.tasks -> breakers.replay.clock (import breakers.replay.outage instead)" in (
+        result.stdout
+    )

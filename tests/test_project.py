@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.exceptions import ImproperlyConfigured
 
 from controlplane.env import envbool, envint
@@ -35,7 +38,7 @@ def test_production_refuses_the_development_secret() -> None:
 
 
 def test_production_starts_with_a_real_secret() -> None:
-    result = _django_check(DEBUG="False", SECRET_KEY="a-real-secret-" + "x" * 40)
+    result = _django_check(DEBUG="False", SECRET_KEY=secrets.token_urlsafe(50))
     assert result.returncode == 0, result.stderr
 
 
@@ -80,3 +83,51 @@ def test_compose_file_is_valid() -> None:
     assert result.returncode == 0, result.stderr
     for service in ("web:", "worker:", "beat:", "redis:", "postgres:"):
         assert service in result.stdout
+
+
+# Compose sets these to its own services; every other documented setting passes through as set.
+COMPOSE_WIRED = frozenset({"DATABASE_URL", "REDIS_URL"})
+APP_SERVICES = ("web", "worker", "beat")
+
+
+def documented_settings(readme: str) -> list[str]:
+    """The variable names in README.md's settings table ("| variable | default | what it is |")."""
+    lines = readme.splitlines()
+    start = lines.index("| variable | default | what it is |") + 2
+    names: list[str] = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        first_cell = line.split("|")[1]
+        names += re.findall(r"`([A-Z][A-Z0-9_]+)`", first_cell)
+    return names
+
+
+def test_every_documented_setting_reaches_web_worker_and_beat(tmp_path: Path) -> None:
+    """Issue 23, finding 10: a value in .env must reach the containers, not only fill ${...}."""
+    command = _compose_command()
+    if command is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    names = documented_settings((ROOT / "README.md").read_text())
+    assert len(names) > 20, names  # the table was found and read
+    sentinels = {name: f"sentinel-{name.lower()}" for name in names}
+    env_file = tmp_path / ".env"
+    env_file.write_text("".join(f"{name}={value}\n" for name, value in sentinels.items()))
+    shell = {k: v for k, v in os.environ.items() if k not in sentinels}  # .env alone sets them
+    result = subprocess.run(
+        [*command, "-f", str(ROOT / "docker-compose.yml"), "--env-file", str(env_file), "config"],
+        env=shell,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    missing = [
+        f"{service}: {name}"
+        for service in APP_SERVICES
+        for name in names
+        if name not in services[service].get("environment", {})
+        or (name not in COMPOSE_WIRED and services[service]["environment"][name] != sentinels[name])
+    ]
+    assert not missing, missing

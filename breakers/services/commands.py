@@ -79,7 +79,8 @@ def fleet_record_tool_calls(
     back (from the ``FleetBacklog``).
     """
     calls = list(calls)
-    count_tool_calls(calls)  # Prometheus (breakers.call_metrics)
+    # Prometheus (breakers.call_metrics); a resent call was counted when it was first applied.
+    count_tool_calls(call for call in calls if not call.resent)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})
     by_tool: dict[str, list[AcceptedToolCall]] = {}

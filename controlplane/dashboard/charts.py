@@ -145,7 +145,10 @@ def _base_layout(fig: go.Figure, *, title: str, subtitle: str, height: int) -> N
             "yanchor": "top",
         },
     )
-    fig.update_xaxes(gridcolor=GRID, linecolor=MUTED, zeroline=False, automargin=True)
+    # The x labels stand off the axis: the lowest y label ("$0") reaches below it and met "0 s".
+    fig.update_xaxes(
+        gridcolor=GRID, linecolor=MUTED, zeroline=False, automargin=True, ticklabelstandoff=6
+    )
     fig.update_yaxes(gridcolor=GRID, linecolor=MUTED, zeroline=False, automargin=True)
 
 

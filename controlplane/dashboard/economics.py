@@ -1,5 +1,6 @@
 """The outage economics charts: an incident's runs and a batch of replays drawn as duration and
-spend side by side (``runs.economics`` computes the figures). Every chart draws a bounded sample.
+spend side by side (``runs.economics`` computes the figures, ``breakers.replay.outage`` reads the
+replays). Every chart draws a bounded sample.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from breakers.models import Incident
+from breakers.replay.outage import (
+    SEARCH,
+    ReplayBatch,
+    ReplayClock,
+    ReplayResult,
+    minutes_since,
+    mode_label,
+    recent_replay_batches,
+    replay_periods,
+    replay_speed,
+)
 from controlplane.dashboard import charts
 from controlplane.dashboard.charts import ModeBar, RunPoint, Span
 from controlplane.dashboard.incidents import ReplayWindow, measured_windows
@@ -32,22 +44,13 @@ from runs.economics import (
     Headline,
     Period,
     PeriodStats,
-    ReplayBatch,
-    ReplayClock,
     classified_runs,
     compare,
-    minutes_since,
-    mode_label,
     period_stats,
-    recent_replay_batches,
-    replay_periods,
-    replay_speed,
     runs_reaching_for,
     usd,
 )
 from runs.models import OutageReplay, Run, Worker
-from runs.simulation.scenario import Scenario
-from runs.simulation.script import SEARCH
 
 MAX_CHART_RUNS = 5_000
 
@@ -152,7 +155,7 @@ def incident_charts(
     stats, unfinished = period_stats(
         runs,
         [Period("baseline", before, 0.001), Period("during", ~before, 0.001)],
-        clocks={replay: clock} if replay is not None and clock is not None else None,
+        clocks={replay.worker_prefix: clock} if replay is not None and clock is not None else None,
     )
     baseline, during = stats["baseline"], stats["during"]
     sample = sample_runs(
@@ -237,19 +240,15 @@ def _length_text(length: timedelta) -> str:
 
 def mode_bar(replay: OutageReplay) -> ModeBar | None:
     """The replay's summary as bars, or None while it has none (running, or it failed)."""
-    summary: dict[str, Any] = replay.summary if isinstance(replay.summary, dict) else {}
-    in_window = "web_search_calls_in_window" in summary
-    try:
-        runs = int(summary["runs"])
-        spend = float(summary["model_spend_usd"])
-        mean = float(summary["mean_run_duration_s"])
-        calls = int(summary["web_search_calls_in_window" if in_window else "web_search_calls"])
-        attempts = int(summary.get("http_attempts") or 0)
-    except (KeyError, TypeError, ValueError):
+    result = ReplayResult.of(replay)
+    runs, spend, mean = result.runs, result.model_spend_usd, result.mean_run_duration_s
+    calls = result.window_vendor_calls
+    if runs is None or spend is None or mean is None or calls is None or runs < 1:
         return None
-    if runs <= 0 or not (math.isfinite(spend) and math.isfinite(mean)):
-        return None
-    return ModeBar(mode_label(replay.mode), runs, spend / runs, mean, calls, attempts)
+    attempts = int(result.http_attempts or 0)
+    return ModeBar(
+        mode_label(replay.mode), int(runs), spend / int(runs), mean, int(calls), attempts
+    )
 
 
 @dataclass(frozen=True)
@@ -304,7 +303,7 @@ def _replay_headline(
 
 def _last_start_note(replay: OutageReplay) -> str:
     """Why the outage's last minutes have no run starts (issue 14: a new user asked)."""
-    story = Scenario.from_record(replay.scenario if isinstance(replay.scenario, dict) else {})
+    story = ReplayResult.of(replay).scenario
     last = story.last_window_start_s() / 60
     window = story.window_s / 60
     if window - last < 1:
@@ -329,7 +328,7 @@ def outage_comparison(
     runs = Run.objects.filter(worker__in=Worker.objects.filter(prefixes).values("pk"))
     periods = [period for replay in replays for period in replay_periods(replay)]
     # Built once: a replay's clock may hold thousands of pauses (its runs' holds).
-    clocks = {replay: ReplayClock.of(replay) for replay in replays}
+    clocks = {replay.worker_prefix: ReplayClock.of(replay) for replay in replays}
     flat, unfinished = period_stats(runs, periods, clocks=clocks)
     stats = {
         replay.pk: {name: flat[f"{replay.pk}:{name}"] for name in ("baseline", "outage", "after")}
@@ -353,7 +352,7 @@ def outage_comparison(
         points[owner.pk].append(
             RunPoint(
                 x=minutes_since(owner, started),
-                duration_s=clocks[owner].run_seconds(started, ms),
+                duration_s=clocks[owner.worker_prefix].run_seconds(started, ms),
                 spend_usd=usd(spend),
                 met=met,
                 group=mode_label(owner.mode),

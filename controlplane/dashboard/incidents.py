@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
+from breakers.replay.outage import ReplayResult, mode_order, replay_speed
 from controlplane.dashboard.queries import WindowPage, page_window
-from runs.economics import mode_order, replay_speed
 from runs.models import OutageReplay, Outcome, Run, ToolCall
 from runs.queries import IncidentMeasures, incident_measures, runs_affected
 
@@ -148,16 +148,15 @@ class IncidentPage:
         replay = self.replay
         if replay is None:
             return None
-        summary = replay.summary if isinstance(replay.summary, dict) else {}
-        scenario = replay.scenario if isinstance(replay.scenario, dict) else {}
+        result = ReplayResult.of(replay)
         return {
             "mode": replay.mode,
-            "agent": scenario.get("agent") or "hand-written",
+            "agent": result.agent,
             "speed": replay_speed(replay),
             "finished": replay.finished_at is not None,
-            "runs": summary.get("runs"),
-            "spend": summary.get("model_spend_usd"),
-            "vendor_calls": summary.get("web_search_calls"),
+            "runs": result.runs,
+            "spend": result.model_spend_usd,
+            "vendor_calls": result.web_search_calls,
             "batch": _batch_key(replay),
         }
 
@@ -195,8 +194,8 @@ def replay_of(incident: Incident) -> OutageReplay | None:
 
 
 def _batch_key(replay: OutageReplay) -> int:
-    """The Outages page's ``?batch=`` of the replay's invocation (runs.economics.ReplayBatch)."""
-    label = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
+    """The Outages page's ``?batch=`` of the replay's invocation (``ReplayBatch``)."""
+    label = ReplayResult.of(replay).batch
     if label is None:
         return replay.pk
     same = OutageReplay.objects.filter(scenario__batch=label).only("pk", "mode")

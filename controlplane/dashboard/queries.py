@@ -26,7 +26,7 @@ from django.db.models.lookups import StartsWith
 from django.utils import timezone
 
 from breakers.models import OperatorAction
-from runs.economics import ReplayClock
+from breakers.replay.outage import ReplayClock
 from runs.models import (
     ModelCall,
     OutageReplay,

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from breakers.replay.outage import ReplayResult
 from runs.models import OutageReplay
 
 __all__ = ("PlayingReplay", "playing_replay")
@@ -36,7 +37,7 @@ def playing_replay(*, now: datetime | None = None) -> PlayingReplay | None:
     )
     if replay is None:
         return None
-    batch = replay.scenario.get("batch") if isinstance(replay.scenario, dict) else None
+    batch = ReplayResult.of(replay).batch
     same_batch = OutageReplay.objects.filter(scenario__batch=batch)
     position = same_batch.filter(started_at__lte=replay.started_at).count() if batch else 1
     return PlayingReplay(

@@ -6,15 +6,12 @@ says more than its own numbers do (docs/adr/0078-page-findings-are-computed-from
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from breakers.replay.outage import REMOVAL_MODES, ReplayResult, Scenario
 from controlplane.dashboard.economics import OutageComparison
 from runs.economics import TIMES
 from runs.queries import IncidentMeasures
-from runs.simulation.scenario import Scenario
 
 __all__ = (
     "ReplayFindings",
@@ -22,8 +19,6 @@ __all__ = (
     "incident_findings",
     "replay_findings",
 )
-
-REMOVAL_MODES = ("run", "worker", "fleet")
 
 
 @dataclass(frozen=True)
@@ -40,18 +35,6 @@ class ReplayFindings:
     sensitivity: list[SensitivityRow]
     floors: list[tuple[int, str]]  # (wrap-up steps, least share of none's spend)
     paused_s: float = 0.0  # real seconds the batch's clock waited for the control plane
-
-
-def _summary(replay: Any) -> Mapping[str, Any]:
-    return replay.summary if isinstance(replay.summary, dict) else {}
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _pct(part: float, whole: float) -> str:
@@ -79,13 +62,12 @@ def _factor(before: float, after: float) -> str:
 
 def replay_findings(comparison: OutageComparison) -> ReplayFindings:
     """Sentences and the sensitivity table from one batch's summaries (the command's figures)."""
-    summaries = {m.replay.mode: _summary(m.replay) for m in comparison.modes}
-    scenario = comparison.batch.first.scenario
-    scenario = scenario if isinstance(scenario, dict) else {}
-    spend = {mode: _number(s.get("model_spend_usd")) for mode, s in summaries.items()}
-    calls = {mode: _number(s.get("web_search_calls")) for mode, s in summaries.items()}
-    runs = {mode: _number(s.get("runs")) for mode, s in summaries.items()}
-    durations = {mode: _number(s.get("mean_run_duration_s")) for mode, s in summaries.items()}
+    summaries = {m.replay.mode: ReplayResult.of(m.replay) for m in comparison.modes}
+    first = ReplayResult.of(comparison.batch.first)
+    spend = {mode: s.model_spend_usd for mode, s in summaries.items()}
+    calls = {mode: s.web_search_calls for mode, s in summaries.items()}
+    runs = {mode: s.runs for mode, s in summaries.items()}
+    durations = {mode: s.mean_run_duration_s for mode, s in summaries.items()}
     findings: list[str] = []
     none_spend = spend.get("none")
     if none_spend and durations.get("none") and "fail-fast" in summaries:
@@ -111,10 +93,10 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
             f"same fleet breaker and differ only in removing the tool instead of refusing it "
             f"(fleet spent {_pct(fleet, ff)} of fail-fast's ${ff:,.2f})."
         )
-    wrap_up = _number(scenario.get("wrap_up_steps"))
-    steps = int(wrap_up) if wrap_up is not None else None
-    fleet_summary = summaries.get("fleet", {})
-    floor = _number((fleet_summary.get("floor_spend_by_wrap_up_steps") or {}).get(str(steps)))
+    steps = first.wrap_up_steps
+    fleet_summary = summaries.get("fleet")
+    floor_table = fleet_summary.floor_spend_by_wrap_up_steps if fleet_summary else {}
+    floor = floor_table.get(steps) if steps is not None else None
     if none_spend and fleet is not None and floor is not None and steps is not None:
         findings.append(
             f"With a model that takes {steps} step{'s' if steps != 1 else ''} to finish without "
@@ -124,35 +106,23 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
         )
     sensitivity = []
     for mode in REMOVAL_MODES:
-        table = summaries.get(mode, {}).get("spend_by_wrap_up_steps")
-        if not isinstance(table, dict) or not none_spend:
-            continue
-        cells = []
-        for key, value in sorted(table.items(), key=lambda item: int(item[0])):
-            usd = _number(value)
-            if usd is not None and str(key).isdigit():
-                cells.append((int(key), usd, _pct(usd, none_spend)))
+        result = summaries.get(mode)
+        table = result.spend_by_wrap_up_steps if result else {}
+        cells = [(n, usd, _pct(usd, none_spend)) for n, usd in table.items()] if none_spend else []
         if cells:
             sensitivity.append(SensitivityRow(mode=mode, cells=cells))
-    floors = []
-    floor_table = fleet_summary.get("floor_spend_by_wrap_up_steps")
-    if isinstance(floor_table, dict) and none_spend:
-        for key, value in sorted(floor_table.items(), key=lambda item: int(item[0])):
-            usd = _number(value)
-            if usd is not None:
-                floors.append((int(key), _pct(usd, none_spend)))
+    floors = [(n, _pct(usd, none_spend)) for n, usd in floor_table.items()] if none_spend else []
     return ReplayFindings(
         findings=findings,
-        assumptions=_assumptions(scenario, steps, runs.get("none")),
+        assumptions=_assumptions(first.scenario, steps, runs.get("none")),
         wrap_up_steps=steps,
         sensitivity=sensitivity,
         floors=floors,
-        paused_s=sum(_number(s.get("paused_real_s")) or 0.0 for s in summaries.values()),
+        paused_s=sum(s.paused_real_s or 0.0 for s in summaries.values()),
     )
 
 
-def _assumptions(scenario: Mapping[str, Any], steps: int | None, runs: float | None) -> list[str]:
-    story = Scenario.from_record(scenario)
+def _assumptions(story: Scenario, steps: int | None, runs: float | None) -> list[str]:
     value = lambda name: getattr(story, name)  # noqa: E731
     budget = story.step_budget
     wrap = (

@@ -62,9 +62,13 @@ def write_config(path: Path, servers: dict[str, Any], **options: Any) -> Path:
     return path
 
 
-def gateway_stdio(config: Path, *extra: str) -> StdioServerParameters:
+def gateway_stdio(config: Path, *extra: str, stderr: Path | None = None) -> StdioServerParameters:
+    """How an MCP client starts the gateway; with `stderr`, its log is appended to that file."""
     args = ["-m", "breaker_panel.mcp_gateway", "--config", str(config), *extra]
-    return StdioServerParameters(command=PYTHON, args=args, cwd=str(ROOT))
+    if stderr is None:
+        return StdioServerParameters(command=PYTHON, args=args, cwd=str(ROOT))
+    shell = ["-c", f'exec "$0" "$@" 2>>"{stderr}"', PYTHON, *args]
+    return StdioServerParameters(command="/bin/sh", args=shell, cwd=str(ROOT))
 
 
 @dataclass

@@ -7,8 +7,11 @@ tool or file means "ok") and appends one line to STATE.json.calls, so a test can
 call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), semantic (isError
 "no results"), raise (a JSON-RPC error), hang (never answers), exit (the process dies), announce
 (answer, after telling the client its tool list changed), malformed (over stdio: a reply whose
-result is no CallToolResult, written past the SDK, which would refuse to send it).
-`"_extra": "a,b"` lists more tools.
+result is no CallToolResult, written past the SDK, which would refuse to send it); over HTTP
+also http503 and http429 (that status to the POST, no JSON-RPC body) and drop (the process dies
+before answering, so the connection drops).
+big (a 10 MB text result). `"_extra": "a,b"` lists more tools; `"_list": "hang"` makes
+tools/list never answer (a server alive but stuck).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def build_server(state: Path, name: str) -> Server[Any]:
             return default
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if mode("_list") == "hang":
+            await anyio.sleep_forever()
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
         return types.ListToolsResult(
             tools=[
@@ -70,6 +75,8 @@ def build_server(state: Path, name: str) -> Server[Any]:
             WIRE.write(json.dumps(reply) + "\n")
             WIRE.flush()
             await anyio.sleep_forever()  # the reply is out: the SDK must not send its own
+        if current == "big":
+            text = "x" * (10 * 1024 * 1024)
         if current == "announce":
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name}:{text}")])
@@ -79,6 +86,48 @@ def build_server(state: Path, name: str) -> Server[Any]:
 
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _http_failures(app: Any, state: Path) -> Any:
+    """The ASGI app, with a tools/call to a tool in mode http503, http429 or drop failing at the
+    HTTP level, as a proxy or a crashed worker in front of a real server would."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            request = json.loads(body)
+            tool = request["params"]["name"] if request.get("method") == "tools/call" else ""
+            mode = json.loads(state.read_text()).get(tool, "ok") if tool else "ok"
+        except (ValueError, KeyError, TypeError, OSError):
+            mode = "ok"
+        if mode in ("http503", "http429"):
+            with state.with_name(state.name + ".calls").open("a") as log:
+                log.write(tool + "\n")
+            status = int(mode[4:])
+            await send({"type": "http.response.start", "status": status, "headers": []})
+            await send({"type": "http.response.body", "body": b"try later"})
+            return
+        if mode == "drop":
+            os._exit(1)
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return wrapped
 
 
 def main() -> None:
@@ -91,7 +140,7 @@ def main() -> None:
     if args.http:
         import uvicorn
 
-        app = server.streamable_http_app()
+        app = _http_failures(server.streamable_http_app(), args.state)
         uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
         return
 

@@ -6,6 +6,7 @@
 // - The board's live status says when the board was last known to be current (a 200 or a 304),
 //   that polling pauses while the tab is hidden, and loudly when updates have stopped arriving.
 // - [data-dismiss="#id"] empties that element (Cancel on the operator action panel).
+// - A table box that has to scroll sideways (a narrow screen) can be reached with the keyboard.
 // - Inside [data-swap-errors] (forms), a refusal that explains itself (400 invalid input,
 //   409 conflict, 503 store down) is shown in place; htmx would otherwise drop any 4xx/5xx.
 (function () {
@@ -116,7 +117,24 @@
     panel.innerHTML = "";
   });
 
+  function focusableScrollers() {
+    var boxes = document.querySelectorAll(".table-wrap");
+    for (var i = 0; i < boxes.length; i++) {
+      if (boxes[i].scrollWidth > boxes[i].clientWidth + 1) {
+        boxes[i].setAttribute("tabindex", "0");
+        boxes[i].setAttribute("role", "region");
+        boxes[i].setAttribute("aria-label", "Table, scrolls sideways");
+      } else {
+        boxes[i].removeAttribute("tabindex");
+      }
+    }
+  }
+
+  document.addEventListener("htmx:afterSettle", focusableScrollers);
+  window.addEventListener("resize", focusableScrollers);
+
   document.addEventListener("DOMContentLoaded", function () {
+    focusableScrollers();
     syncClock(document);
     tickDurations();
     window.setInterval(function () {

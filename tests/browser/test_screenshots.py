@@ -1,6 +1,8 @@
 """Screenshots of the main pages for docs/screenshots/, made on demand:
 
-    BP_SCREENSHOTS=1 .venv/bin/pytest tests/browser/test_screenshots.py
+    make screenshots   # BP_SCREENSHOTS=1 make test PYTEST_ARGS=tests/browser/test_screenshots.py
+
+The board, a tool, an incident and Outages are taken again at a phone's 390 px (``*-390.png``).
 
 To look at the pages at another width without touching docs/ (the README's set is 1440 px wide):
 
@@ -55,6 +57,7 @@ from tests.dashboard.outage_story import make_incident_story, make_replay_batch
 
 SCREENSHOTS_DIR = Path(os.environ.get("BP_SCREENSHOTS_DIR") or conftest.SCREENSHOTS_DIR)
 WIDTH = int(os.environ.get("BP_SCREENSHOTS_WIDTH") or 1440)
+PHONE = 390
 
 pytestmark = [
     pytest.mark.browser,
@@ -328,9 +331,27 @@ def test_take_screenshots_of_the_main_pages(
     page.goto(f"/incidents/{story.pk}/")
     expect(page.locator("#incident-charts .js-plotly-plot")).to_have_count(2)
     page.screenshot(path=SCREENSHOTS_DIR / "incident-charts.png", full_page=True)
+    # The same pages on a phone: the menu folded, the columns that matter, charts in a column.
+    page.set_viewport_size({"width": PHONE, "height": 844})
+    phone = {
+        "board": "/",
+        "tool": f"/tools/{search.pk}/",
+        "incident": f"/incidents/{story.pk}/",
+        "outages": "/outages/",
+    }
+    for name, path in phone.items():
+        page.goto(path)
+        if path == "/outages/":
+            expect(page.locator(".js-plotly-plot")).to_have_count(7)
+        page.screenshot(path=SCREENSHOTS_DIR / f"{name}-{PHONE}.png", full_page=True)
+    page.goto("/")
+    page.get_by_role("button", name="Menu").click()
+    expect(page.get_by_role("link", name="Audit log")).to_be_visible()
+    page.screenshot(path=SCREENSHOTS_DIR / f"menu-{PHONE}.png")
     names = (
         "login", "board", "board-action", "tool", "incidents", "incident", "audit-log", "runs",
         "runs-degraded", "run-detail", "outages", "incident-charts",
+        *(f"{name}-{PHONE}" for name in [*phone, "menu"]),
     )  # fmt: skip
     for name in names:
         assert (SCREENSHOTS_DIR / f"{name}.png").stat().st_size > 10_000

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from pytest_django import DjangoAssertNumQueries
 
+from breakers.replay.outage import group_replays, mode_label, recent_replay_batches
 from controlplane.dashboard.charts import (
     MET_FAILED_THROUGH,
     MET_HEALTHY,
@@ -25,9 +26,6 @@ from runs.economics import (
     PeriodStats,
     classified_runs,
     compare,
-    group_replays,
-    mode_label,
-    recent_replay_batches,
 )
 from runs.models import OutageReplay, Run
 from tests.dashboard.factories import (

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from runs.simulation.replay import _SimClock
+from breakers.replay.clock import SimClock
 
 
-class SteppedClock(_SimClock):
+class SteppedClock(SimClock):
     """No real waiting and no timing: ``sleep`` adds to ``now``."""
 
     def __init__(self) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from decimal import Decimal
 
-from runs.simulation.scenario import Scenario
-from runs.simulation.script import READ, SEARCH, Action, ResearchScript
+from breakers.replay.scenario import Scenario
+from breakers.replay.script import READ, SEARCH, Action, ResearchScript
 
 BOTH = {SEARCH, READ}
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from runs.simulation.check import check, push_vs_poll
+import pytest
+
+from breakers.replay.check import check, main, push_vs_poll
 
 
 def report(fleet_spend: float, fleet_calls: int, none_spend: float = 408.0) -> dict[str, Any]:
@@ -45,7 +49,7 @@ def test_push_against_poll_counts_the_calls_saved() -> None:
 
 
 def test_the_docs_tables_come_from_the_replay_s_figures() -> None:
-    from runs.simulation.check import sensitivity_table
+    from breakers.replay.check import sensitivity_table
 
     fleet = {
         "mode": "fleet",
@@ -59,3 +63,27 @@ def test_the_docs_tables_come_from_the_replay_s_figures() -> None:
     )
     assert "| fleet | $10.00 (2.5%) | $20.00 (5.0%) | $60.00 (15.0%) |" in table
     assert table.endswith("| floor | 2.3% | 4.8% | 14.4% |")
+
+
+def test_the_tables_of_a_replay_of_one_mode_are_its_own_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `simulate_outage --mode fleet --json`: no none or worker to compare with.
+    fleet = {
+        "mode": "fleet",
+        "runs": 20,
+        "model_calls": 57,
+        "model_spend_usd": 1.78,
+        "mean_run_duration_s": 25.4,
+        "p95_run_duration_s": 102.0,
+        "web_search_calls": 13,
+        "http_attempts": 85,
+        "degraded_runs": 20,
+        "recovery_lag_s": 2.0,
+    }
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps({"modes": [fleet]}))
+    assert main(["--markdown", str(path)]) == 0
+    assert "| fleet | 20 | 57 | $1.78 |" in capsys.readouterr().out
+    assert main([str(path), str(path)]) == 1
+    assert "FAIL the quiet replay has no fleet or none mode" in capsys.readouterr().out

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runs.economics import ReplayClock
+from breakers.replay.clock import CONTROL_PLANE, RUNS, SimClock
+from breakers.replay.outage import ReplayClock
 from runs.models import OutageReplay
-from runs.simulation.replay import CONTROL_PLANE, RUNS, _SimClock
 
 
 def test_a_simulated_moment_maps_to_its_wall_time_around_pauses() -> None:
-    clock = _SimClock(speed=60.0)
+    clock = SimClock(speed=60.0)
     clock.origin, clock.wall_origin = 100.0, 1_000.0
     clock._pauses = [(101.0, 104.0), (106.0, 107.0)]  # monotonic seconds: paused 3 s, then 1 s
 
@@ -55,7 +55,7 @@ def test_a_moment_the_clock_held_at_maps_to_the_start_of_the_hold() -> None:
     # The clock reached 1380 s (the outage's end) and held there for the runs due then: the
     # outage ends when the hold began, not when it ended, or a run that started during the hold
     # falls inside the outage on the pages. These floats made the sums miss by one ulp.
-    clock = _SimClock(speed=150.0)
+    clock = SimClock(speed=150.0)
     clock.origin, clock.wall_origin = 65194.13797500402, 1_000.0
     first = (65198.08370452619, 65198.17847025338)
     held_from = clock.origin + (first[1] - first[0]) + 1380.0 / clock.speed  # as _catch_up does
@@ -66,7 +66,7 @@ def test_a_moment_the_clock_held_at_maps_to_the_start_of_the_hold() -> None:
 
 
 def test_overlapping_holds_stop_the_clock_once_until_the_last_lets_go() -> None:
-    clock = _SimClock(speed=60.0)
+    clock = SimClock(speed=60.0)
     clock.pause()  # the control plane is behind
     clock.pause("other")
     clock.resume()
@@ -99,7 +99,7 @@ def test_a_run_starved_of_the_cpu_finds_the_clock_where_it_was_due() -> None:
     """A run due at 6 simulated seconds (0.1 s real at 60x) cannot wake while another thread
     holds the GIL for 0.5 s: the clock holds at 6 s for it instead of running on to ~30 s, and
     runs again once the run sleeps on it again."""
-    clock = _SimClock(speed=60.0)
+    clock = SimClock(speed=60.0)
     seen: list[float] = []
 
     def run() -> None:
@@ -125,7 +125,7 @@ def test_a_run_starved_of_the_cpu_finds_the_clock_where_it_was_due() -> None:
 
 
 def test_the_clock_runs_past_runs_that_are_asleep_or_gone() -> None:
-    clock = _SimClock(speed=60.0)
+    clock = SimClock(speed=60.0)
     asleep = threading.Thread(target=clock.sleep_until, args=(600.0,), daemon=True)
     asleep.start()
     time.sleep(0.1)

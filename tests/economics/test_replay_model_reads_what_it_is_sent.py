@@ -15,13 +15,9 @@ import pytest
 from breaker_panel import ControlPlane, PlaneConfig
 from breaker_panel.client import Run
 from breaker_panel.worker import RunBreakers
-from runs.simulation.replay import (
-    SCOPES_BY_MODE,
-    RunRecord,
-    _play_run,
-    _Recovery,
-)
-from runs.simulation.scenario import Scenario
+from breakers.replay.agent import Recovery, RunRecord, _play_run
+from breakers.replay.modes import SCOPES_BY_MODE
+from breakers.replay.scenario import Scenario
 from tests.economics.clocks import SteppedClock
 
 # The vendor is down from the first simulated second to long after the run.
@@ -48,7 +44,7 @@ def _one_run(plane: ControlPlane, mode: str, scenario: Scenario = DOWN) -> RunRe
         plane=plane,
         clock=SteppedClock(),
         rng=random.Random(7),
-        recovery=_Recovery(),
+        recovery=Recovery(),
     )
 
 

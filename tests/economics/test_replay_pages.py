@@ -12,13 +12,13 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from breakers.replay.outage import ReplayBatch, Scenario
 from controlplane.dashboard.economics import outage_comparison
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
-from runs.economics import TIMES, ReplayBatch
+from runs.economics import TIMES
 from runs.models import OutageReplay
 from runs.queries import IncidentMeasures
-from runs.simulation.scenario import Scenario
 
 pytestmark = pytest.mark.django_db
 

@@ -22,14 +22,17 @@ from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
 from breakers.models import Incident
-from breakers.outage_replay import replay_token, simulate_modes
+from breakers.replay.outage import (
+    SEARCH,
+    RunRecord,
+    Scenario,
+    play_outage,
+    recent_replay_batches,
+)
 from controlplane.dashboard.economics import incident_charts, outage_comparison
 from controlplane.dashboard.incidents import incident_page, measured_windows
-from runs.economics import recent_replay_batches, runs_reaching_for
+from runs.economics import runs_reaching_for
 from runs.models import IngestedEvent, OutageReplay, Run
-from runs.simulation.replay import RunRecord
-from runs.simulation.scenario import Scenario
-from runs.simulation.script import SEARCH
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,17 +75,16 @@ def test_the_pages_measure_a_paused_replay_on_its_own_clock(
         if mode == "fail-fast":
             records.append(record)
 
-    with replay_token() as (token, raw), stalled_ingest_in("fail-fast") as on_mode:
-        summaries = simulate_modes(
+    with stalled_ingest_in("fail-fast") as on_mode:
+        results = play_outage(
             modes=["none", "fail-fast"],
             scenario=STORY,
             speed=SPEED,
             url=live_server.url,
-            token=token,
-            raw_token=raw,
             on_mode=on_mode,
             on_run=on_run,
         )
+    summaries = [result.figures for result in results]
     table = {s["mode"]: s for s in summaries}
     # The premise: the stalled ingest stopped fail-fast's clock for about as long as it lasted.
     assert table["fail-fast"]["paused_real_s"] >= STALL_S * 0.6

@@ -13,16 +13,10 @@ import random
 import pytest
 
 from breaker_panel import ControlPlane, PlaneConfig
-from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
-from runs.simulation.replay import (
-    SCOPES_BY_MODE,
-    RunPlayer,
-    RunRecord,
-    Stage,
-    _Recovery,
-    play_hand_written,
-)
-from runs.simulation.scenario import Scenario
+from breakers.replay.agent import Recovery, RunPlayer, RunRecord, Stage, play_hand_written
+from breakers.replay.modes import SCOPES_BY_MODE
+from breakers.replay.pydantic_ai_agent import PydanticAIPlayer
+from breakers.replay.scenario import Scenario
 from tests.economics.clocks import SteppedClock
 
 DOWN = Scenario(baseline_s=0.0, wrap_up_steps=2)  # the vendor is down for the whole run
@@ -41,7 +35,7 @@ def _play(player: RunPlayer, mode: str, scenario: Scenario = DOWN) -> tuple[RunR
         config=PlaneConfig(scopes=scopes if SCOPES_BY_MODE[mode] else ()),
         start=False,
     )
-    stage = Stage(scenario=scenario, mode=mode, clock=SteppedClock(), recovery=_Recovery())
+    stage = Stage(scenario=scenario, mode=mode, clock=SteppedClock(), recovery=Recovery())
     record = player(stage, plane, random.Random(7))
     events = plane.buffered()
     plane.close(timeout=0)

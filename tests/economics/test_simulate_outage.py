@@ -14,9 +14,8 @@ from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
-from breakers.outage_replay import replay_token, simulate_modes
+from breakers.replay.outage import Scenario, play_outage
 from runs.models import OutageReplay, Run, RunStatus
-from runs.simulation.scenario import Scenario
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,15 +38,10 @@ def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(
 ) -> None:
     # The control plane's clock is real: its trial lease shrinks with the replay, as in the demo.
     settings.BREAKER_TRIAL_LEASE_SECONDS = 120 / SPEED
-    with replay_token() as (token, raw):
-        summaries = simulate_modes(
-            modes=["none", "fail-fast", "fleet"],
-            scenario=SMALL,
-            speed=SPEED,
-            url=live_server.url,
-            token=token,
-            raw_token=raw,
-        )
+    results = play_outage(
+        modes=["none", "fail-fast", "fleet"], scenario=SMALL, speed=SPEED, url=live_server.url
+    )
+    summaries = [result.figures for result in results]
     by_mode = {s["mode"]: s for s in summaries}
     none, fail_fast, fleet = by_mode["none"], by_mode["fail-fast"], by_mode["fleet"]
 

@@ -21,6 +21,7 @@ from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
 from breakers.models import Incident
+from breakers.replay.outage import Scenario
 from controlplane.dashboard.incidents import incident_page
 from runs.models import (
     ModelCall,
@@ -31,7 +32,6 @@ from runs.models import (
     RunStatus,
     ToolCall,
 )
-from runs.simulation.scenario import Scenario
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_model_requests")]
 

@@ -102,7 +102,7 @@ def test_without_a_fleet_ingest_runs_alone(post_batch: PostBatch, settings: Sett
     assert not FleetBacklog.objects.exists()
 
 
-def test_ingest_hands_the_named_updater_each_new_tool_call_once(
+def test_ingest_hands_the_named_updater_each_new_tool_call_and_marks_a_resend(
     post_batch: PostBatch, recording_fleet: list[AcceptedToolCall]
 ) -> None:
     events = [
@@ -115,7 +115,11 @@ def test_ingest_hands_the_named_updater_each_new_tool_call_once(
 
     assert first.json()["fleet"] == {"version": 7, "tools": {}}
     assert again.json()["duplicates"] == 3
-    [call] = recording_fleet
+    # The resend's stored call goes again, marked: the fleet store counts each dedupe id once,
+    # which counts a call whose first commit acknowledgement was lost (issue 23, finding 6).
+    call, resent = recording_fleet
+    assert (call.resent, resent.resent) == (False, True)
+    assert resent.dedupe_id == call.dedupe_id
     assert (call.event_id, call.worker_id, call.run_id, call.tool) == (
         "tc-hand",
         "w1",

@@ -36,6 +36,22 @@ RESULTS = [
     ("an empty error", result(""), False),
     ("mcp 1.x spelling", v1_result("503 Service Unavailable"), True),
     ("a JSON dict", {"isError": True, "content": [{"type": "text", "text": "bad id"}]}, False),
+    # What real servers send (tests/mcp/test_real_servers.py runs each against the server).
+    ("mcp 2.x crash", result("Error executing tool web_search"), True),
+    ("mcp 2.x nested crash", result("Error executing tool a: Error executing tool b"), True),
+    ("mcp 2.x ToolError", result("Error executing tool a: no results for 'x'"), False),
+    (
+        "validation, even with 503 in the value",
+        result("Error executing tool a: 1 validation error for aArguments n input_value='503'"),
+        False,
+    ),
+    ("mcp 1.x crash: a KeyError", result("Error executing tool a: 'x'"), True),
+    ("mcp 1.x crash: an OSError", result("Error executing tool a: [Errno 111] refused"), True),
+    ("mcp 1.x ToolError naming a 503", result("Error executing tool a: upstream 503"), True),
+    ("TypeScript crash", result("Cannot read properties of undefined (reading 'x')"), True),
+    ("TypeScript McpError", result("MCP error -32603: index rebuilding"), True),
+    ("TypeScript bad arguments", result("MCP error -32602: Input validation error: n"), False),
+    ("a quoted word inside a sentence", result("no page named 'x'"), False),
 ]
 
 
@@ -69,6 +85,8 @@ def test_retryable_patterns_are_configurable() -> None:
     assert classifier.result(result("quota exhausted")).retryable  # type: ignore[union-attr]
     assert not classifier.result(result("503 Service Unavailable")).retryable  # type: ignore[union-attr]
     assert not McpClassifier([]).result(result("503")).retryable  # type: ignore[union-attr]
+    # A 2.x crash hides its message: no pattern is needed to see it.
+    assert McpClassifier([]).result(result("Error executing tool a")).retryable  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="not a regular expression"):
         McpClassifier(["(unclosed"])
 

@@ -49,7 +49,9 @@ class ProductionWebServer(WebServerProcess):
         super().__init__(workers=workers, threads=1)
         self.metrics_dir = Path(tempfile.mkdtemp(prefix="bp-prom-"))
 
-    def start(self, *, ready_timeout: float = 60, **env: str) -> ProductionWebServer:
+    def start(
+        self, *, ready_timeout: float = 60, database_url: str | None = None, **env: str
+    ) -> ProductionWebServer:
         args = [
             sys.executable, "-m", "gunicorn", "-c", "python:controlplane.gunicorn_conf",
             "controlplane.wsgi:application",
@@ -60,7 +62,10 @@ class ProductionWebServer(WebServerProcess):
             PROMETHEUS_MULTIPROC_DIR=str(self.metrics_dir),
             **env,
         )
-        self._spawn(args, child_env(**settings))
+        environment = child_env(**settings)
+        if database_url is not None:  # e.g. through a proxy in front of the test database
+            environment["DATABASE_URL"] = database_url
+        self._spawn(args, environment)
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             if not self.alive:

@@ -47,7 +47,7 @@ def test_readyz_refuses_requests_through_a_proxy_or_from_outside(
     client: Client, redis_client: redis.Redis
 ) -> None:
     assert client.get("/readyz", REMOTE_ADDR="203.0.113.9").status_code == 403
-    # Behind the TLS proxy every client looks internal: a forwarded request is not trusted.
+    # A forwarding header from a peer that is not a trusted proxy: the client is unknown.
     proxied = client.get("/readyz", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="203.0.113.9")
     assert proxied.status_code == 403
 

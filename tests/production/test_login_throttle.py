@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import redis
 from django.contrib.auth.models import User
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.db import connection
 from django.test import Client
 from pytest_django.fixtures import Settings
 
@@ -55,3 +60,46 @@ def test_a_successful_login_before_the_limit_works(client: Client, operator: Use
     for _ in range(3):
         _login(client, "ops", "wrong")
     assert _login(client, "ops", PASSWORD) == 302
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_concurrent_logins_checks_at_most_the_limit(
+    redis_client: redis.Redis, settings: Settings
+) -> None:
+    """Issue 23, finding 3: wrong passwords at once, then the right one; each from its own
+    address, so only the per-username limit applies. Checked passwords are counted by Django's
+    own signals (a failed and a successful authenticate), from real threads and real Redis.
+    20 at once, not the issue's 100: each thread holds a connection of the shared PostgreSQL."""
+    settings.LOGIN_MAX_FAILURES = 5
+    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 1000
+    User.objects.create_user("ops", password=PASSWORD)
+    checked: list[str] = []
+    lock = threading.Lock()
+
+    def count(**kwargs: object) -> None:
+        with lock:
+            checked.append("checked")
+
+    user_login_failed.connect(count, dispatch_uid="burst-test-failed")
+    user_logged_in.connect(count, dispatch_uid="burst-test-ok")
+    burst = 20
+    start = threading.Barrier(burst)
+
+    def wrong(n: int) -> int:
+        start.wait(timeout=60)
+        try:
+            return _login(Client(), "ops", f"wrong-{n}", address=f"198.51.100.{n + 1}")
+        finally:
+            connection.close()  # this thread's database connection
+
+    try:
+        with ThreadPoolExecutor(max_workers=burst) as pool:
+            statuses = list(pool.map(wrong, range(burst)))
+        right = _login(Client(), "ops", PASSWORD, address="203.0.113.1")
+    finally:
+        user_login_failed.disconnect(dispatch_uid="burst-test-failed")
+        user_logged_in.disconnect(dispatch_uid="burst-test-ok")
+    assert len(checked) <= settings.LOGIN_MAX_FAILURES, len(checked)
+    assert statuses.count(200) == len(checked)  # the form again: its password was checked
+    assert statuses.count(429) == burst - len(checked)
+    assert right == 429

@@ -16,9 +16,8 @@ from django.db.models import Count
 from prometheus_client.parser import text_string_to_metric_families
 
 from breakers.models import Alert, AlertState, FleetTransition, Tool
-from breakers.outage_replay import replay_token, simulate_modes
+from breakers.replay.outage import Scenario, play_outage
 from runs.models import IngestedEvent, Run, RunStatus, ToolCall
-from runs.simulation.scenario import Scenario
 from scripts.testing.fake_slack import FakeSlackServer
 from scripts.testing.processes import (
     CeleryBeatProcess,
@@ -104,10 +103,8 @@ def test_a_replay_runs_end_to_end_and_metrics_match_the_database(
     ready = _wait_ready(web)
     assert ready["http_status"] == 200, ready
 
-    with replay_token() as (token, raw):
-        [summary] = simulate_modes(
-            modes=["fleet"], scenario=SMALL, speed=SPEED, url=web.url, token=token, raw_token=raw
-        )
+    [result] = play_outage(modes=["fleet"], scenario=SMALL, speed=SPEED, url=web.url)
+    summary = result.figures
     runs = Run.objects.all()
     assert runs.count() == len(SMALL.run_starts())
     assert not runs.filter(status=RunStatus.RUNNING).exists()

@@ -11,18 +11,19 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from breakers.outage_replay import (
+from breakers.replay.outage import (
+    AGENTS,
+    MODES,
     REPLAY_SERVER_SETTINGS,
     ReplayError,
-    check_control_plane,
+    RunRecord,
+    Scenario,
+    figures_json,
     format_table,
-    replay_token,
+    play_outage,
     server_settings,
     server_settings_warnings,
-    simulate_modes,
 )
-from runs.simulation.replay import AGENTS, RunRecord
-from runs.simulation.scenario import MODES, Scenario
 
 
 class Command(BaseCommand):
@@ -99,37 +100,23 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: {warning}")
         progress = Progress(self.stdout.write, total=len(scenario.run_starts()))
         try:
-            with replay_token() as (token, raw):
-                check_control_plane(url=options["url"], token=raw)
-                summaries = simulate_modes(
-                    modes=modes,
-                    scenario=scenario,
-                    speed=options["speed"],
-                    url=options["url"],
-                    token=token,
-                    raw_token=raw,
-                    on_run=progress.run_done,
-                    on_mode=progress.mode_started,
-                    fleet_push=options["fleet_sync"] == "push",
-                    agent=options["agent"],
-                )
+            results = play_outage(
+                scenario=scenario,
+                modes=modes,
+                speed=options["speed"],
+                url=options["url"],
+                agent=options["agent"],
+                fleet_push=options["fleet_sync"] == "push",
+                on_run=progress.run_done,
+                on_mode=progress.mode_started,
+            )
         except ReplayError as error:
             raise CommandError(str(error)) from None
-        self.stdout.write(format_table(summaries))
+        self.stdout.write(format_table([result.figures for result in results]))
         if options["json"]:
-            options["json"].write_text(
-                json.dumps(
-                    {"scenario": vars_of(scenario), "agent": options["agent"], "modes": summaries},
-                    indent=2,
-                )
-            )
+            figures = figures_json(scenario=scenario, agent=options["agent"], results=results)
+            options["json"].write_text(json.dumps(figures, indent=2))
             self.stdout.write(f"wrote {options['json']}")
-
-
-def vars_of(scenario: Scenario) -> dict[str, Any]:
-    return {
-        k: (str(v) if not isinstance(v, (int, float)) else v) for k, v in vars(scenario).items()
-    }
 
 
 class Progress:

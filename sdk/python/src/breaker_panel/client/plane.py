@@ -165,7 +165,7 @@ class ControlPlane:
 
     @property
     def _in_flight(self) -> int:
-        # The outage replay paces its runs on the events in flight (runs/simulation/replay.py).
+        # The outage replay paces its runs on the events in flight (breakers/replay/governor.py).
         return self.sender.in_flight
 
     # -- fleet sync hooks: a subclass may add to these (the MCP gateway's GatewayPlane does) --

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from breaker_panel.classify import ToolFailure
@@ -29,7 +30,9 @@ from breaker_panel.worker import WorkerBreakers
 
 __all__ = [
     "DEFAULT_RETRYABLE_PATTERNS",
+    "FAILURE_TABLE",
     "INVALID_PARAMS",
+    "FailureRow",
     "GuardedSession",
     "McpClassifier",
     "guard_session",
@@ -38,8 +41,12 @@ __all__ = [
     "result_text",
 ]
 
-# An isError result is the tool's answer (bad arguments, no results) unless its text says the
-# service behind it is failing: a 5xx status, a timeout, "unavailable", a rate limit.
+# An isError result whose text no row of FAILURE_TABLE decides is the tool's answer (bad
+# arguments, no results) unless its text says the service behind it is failing (a 5xx status, a
+# timeout, "unavailable", a rate limit) or reads as a crash: an OS or network error, or the text
+# Python and JavaScript give their commonest bugs. A crash is retryable: it is what a tool whose
+# every call fails looks like when its server passes the exception's text on (mcp 1.x FastMCP,
+# the TypeScript SDK), and a deliberate error message rarely reads like one.
 DEFAULT_RETRYABLE_PATTERNS: tuple[str, ...] = (
     r"\b5\d\d\b",
     r"time[d\s-]*out",
@@ -47,10 +54,129 @@ DEFAULT_RETRYABLE_PATTERNS: tuple[str, ...] = (
     r"rate[\s_-]*limit",
     r"too many requests",
     r"\b429\b",
+    # the network and the OS
+    r"\[Errno \d+\]",
+    r"connection (?:refused|reset|aborted|closed)",
+    r"\bE(?:CONNREFUSED|CONNRESET|CONNABORTED|TIMEDOUT|PIPE|HOSTUNREACH|NETUNREACH|AI_AGAIN)\b",
+    r"fetch failed|socket hang up|server disconnected",
+    r"name or service not known|temporary failure in name resolution",
+    # Python's commonest bugs, as str(exception) spells them (a KeyError is the bare key)
+    r"traceback \(most recent call last\)",
+    r"object has no attribute|object is not (?:subscriptable|callable|iterable)",
+    r"unsupported operand|division by zero|index out of range|maximum recursion depth",
+    r"name '[^']+' is not defined|missing \d+ required positional argument",
+    r"unexpected keyword argument",
+    r"^'[^']*'$",
+    # JavaScript's
+    r"cannot read propert(?:y|ies) of (?:undefined|null)|is not a function",
+    r"maximum call stack size exceeded|unexpected token .* in json",
 )
 # JSON-RPC "invalid params": the call's arguments were wrong; saying so is not an outage.
 INVALID_PARAMS = -32602
 _ERROR_TEXT_CHARS = 500
+
+RETRYABLE, SEMANTIC, BY_PATTERNS = "retryable", "semantic", "by patterns"
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    """How one real server reports one kind of failure, and what the classifier counts it as.
+
+    `text` (a regular expression) is matched against an isError result's text; rows without
+    one are failures the client sees as an exception or a JSON-RPC error (`error()`). Rows
+    with `text` are tried in order, the first match decides; `BY_PATTERNS` checks the part
+    the group `message` caught (else the whole text) against the retryable patterns.
+    """
+
+    server: str
+    failure: str
+    received: str
+    counted: str
+    text: str | None = None
+
+
+# docs/mcp-gateway.md carries this table; each row was seen on the real server and is tested
+# against it (tests/mcp/test_real_servers.py).
+FAILURE_TABLE: tuple[FailureRow, ...] = (
+    FailureRow(
+        "mcp 2.x MCPServer",
+        "a crash (any exception but ToolError and MCPError), also nested",
+        "isError: exactly `Error executing tool <name>` (a nested crash adds "
+        "`: Error executing tool <inner>` or `: Error reading resource <uri>`)",
+        RETRYABLE,
+        r"^Error executing tool [^\s:]+(?:: Error (?:executing tool [^\s:]+|reading resource "
+        r"\S+|creating resource from template \S+))*$",
+    ),
+    FailureRow(
+        "mcp 2.x MCPServer, 1.x FastMCP",
+        "arguments that fail validation",
+        "isError: `Error executing tool <name>: 1 validation error for <name>Arguments …`",
+        SEMANTIC,
+        r"^Error executing tool [^\s:]+: \d+ validation errors? for ",
+    ),
+    FailureRow(
+        "TypeScript SDK McpServer",
+        "arguments that fail the input schema",
+        "isError: `MCP error -32602: Input validation error: …`",
+        SEMANTIC,
+        r"^MCP error -32602: ",
+    ),
+    FailureRow(
+        "TypeScript SDK McpServer",
+        "a thrown McpError (another code)",
+        "isError: `MCP error <code>: <message>`",
+        RETRYABLE,
+        r"^MCP error -?\d+: ",
+    ),
+    FailureRow(
+        "mcp 2.x MCPServer, 1.x FastMCP",
+        "2.x: a ToolError; 1.x: any exception (a crash, a ToolError, an McpError)",
+        "isError: `Error executing tool <name>: <message>`",
+        BY_PATTERNS,
+        r"^Error executing tool [^\s:]+: (?P<message>.*)$",
+    ),
+    FailureRow(
+        "TypeScript SDK McpServer, any other server",
+        "a thrown Error, an isError result",
+        "isError: the message as is",
+        BY_PATTERNS,
+        r"(?P<message>.*)",
+    ),
+    FailureRow(
+        "mcp 2.x MCPServer",
+        "an MCPError raised by a tool",
+        "a JSON-RPC error with its code",
+        "retryable; semantic for -32602 (invalid params)",
+    ),
+    FailureRow(
+        "streamable HTTP upstream",
+        "HTTP 5xx or 429 to the tools/call POST",
+        "a JSON-RPC error -32603 `Server returned an error response` (a JSON-RPC error in "
+        "the body is used instead)",
+        "retryable; semantic for -32602 (invalid params)",
+    ),
+    FailureRow(
+        "streamable HTTP upstream",
+        "the connection drops mid-call",
+        "a transport error: the call fails",
+        RETRYABLE,
+    ),
+    FailureRow(
+        "any upstream",
+        "no answer within call_timeout",
+        "nothing: the gateway gives up (`no answer from <server> within <n> s`)",
+        RETRYABLE,
+    ),
+    FailureRow(
+        "stdio upstream",
+        "the process exits mid-call",
+        "its stdout closes (`the upstream connection closed`); the gateway restarts it",
+        RETRYABLE,
+    ),
+)
+_TEXT_ROWS = tuple(
+    (re.compile(row.text, re.S), row.counted) for row in FAILURE_TABLE if row.text is not None
+)
 
 
 class _Breaker(Protocol):
@@ -96,8 +222,9 @@ class McpClassifier:
     """Turns an MCP call's outcome into None (success) or a `ToolFailure`.
 
     Transport and protocol errors and timeouts are retryable, except a JSON-RPC invalid-params
-    error (the arguments were wrong). An isError result is semantic unless its text matches one
-    of `retryable_patterns` (case-insensitive regular expressions).
+    error (the arguments were wrong). An isError result is read by FAILURE_TABLE: a crash as a
+    real server reports it is retryable, bad arguments semantic, and any other text semantic
+    unless it matches one of `retryable_patterns` (case-insensitive regular expressions).
     """
 
     def __init__(self, retryable_patterns: Sequence[str] = DEFAULT_RETRYABLE_PATTERNS) -> None:
@@ -110,9 +237,20 @@ class McpClassifier:
     def result(self, result: Any) -> ToolFailure | None:
         if not result_is_error(result):
             return None
-        text = result_text(result) or "the tool reported an error"
-        retryable = not self.empty and self.pattern.search(text) is not None
-        return ToolFailure(text, retryable=retryable)
+        text = result_text(result)
+        return ToolFailure(text or "the tool reported an error", retryable=self.retryable(text))
+
+    def retryable(self, text: str) -> bool:
+        """Whether an isError result with this text counts against the tool (FAILURE_TABLE)."""
+        for pattern, counted in _TEXT_ROWS:
+            match = pattern.match(text)
+            if match is None:
+                continue
+            if counted != BY_PATTERNS:
+                return counted == RETRYABLE
+            message = match.groupdict().get("message") or text
+            return not self.empty and self.pattern.search(message) is not None
+        return False
 
     def error(self, error: BaseException) -> ToolFailure:
         if isinstance(error, ToolFailure):

@@ -59,12 +59,21 @@ class GatewayConfig:
     separator: str = "__"
     call_timeout: float = 60.0
     connect_timeout: float = 30.0
+    # Every health_interval seconds each connected upstream is asked tools/list (an MCP request,
+    # never a bare GET): no answer within health_timeout means reconnect.
+    health_interval: float = 30.0
+    health_timeout: float = 10.0
+    # A result above this many bytes of content is answered with an error instead: no model
+    # can read it, and a client may choke on it.
+    max_result_bytes: int = 4 * 1024 * 1024
     agent: str = "mcp-gateway"
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     # A client session without a call for this long is over: its run finishes.
     session_idle_timeout: float = 1800.0
     # The most a tools/list result tells a client to cache it for (ttlMs).
     list_ttl: float = 300.0
+    # The environment variable holding the control-plane token ("": BREAKER_PANEL_TOKEN).
+    token_env: str = ""
 
     @classmethod
     def load(cls, path: str | Path) -> GatewayConfig:
@@ -80,8 +89,10 @@ class GatewayConfig:
     def from_dict(cls, data: Any) -> GatewayConfig:
         data = _object(data, "the config")
         _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
-                     "connect_timeout", "agent", "breaker", "session_idle_timeout",
-                 "list_ttl"}, "the config")  # fmt: skip
+                     "connect_timeout", "agent", "breaker", "token_env",
+                     "health_interval", "health_timeout", "max_result_bytes",
+                     "session_idle_timeout", "list_ttl"},
+              "the config")  # fmt: skip
         raw = data.get("servers", data.get("mcpServers"))
         servers = _object(raw, "servers")
         if not servers:
@@ -95,12 +106,24 @@ class GatewayConfig:
         agent = data.get("agent", "mcp-gateway")
         if not isinstance(agent, str) or not 0 < len(agent) <= 200:
             raise ConfigError("agent must be a string of 1-200 characters")
+        token_env = data.get("token_env", "")
+        if token_env != "" and not (
+            isinstance(token_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", token_env)
+        ):
+            raise ConfigError("token_env must name an environment variable (letters, digits, _)")
+        max_result = data.get("max_result_bytes", 4 * 1024 * 1024)
+        if isinstance(max_result, bool) or not isinstance(max_result, int) or max_result < 1024:
+            raise ConfigError("max_result_bytes must be a whole number of at least 1024")
         return cls(
+            max_result_bytes=max_result,
             servers=tuple(_upstream(name, spec) for name, spec in servers.items()),
+            token_env=token_env,
             prefix=prefix,
             separator=separator,
             call_timeout=_positive(data, "call_timeout", 60.0, "call_timeout"),
             connect_timeout=_positive(data, "connect_timeout", 30.0, "connect_timeout"),
+            health_interval=_positive(data, "health_interval", 30.0, "health_interval"),
+            health_timeout=_positive(data, "health_timeout", 10.0, "health_timeout"),
             agent=agent,
             breaker=_breaker(data.get("breaker", {})),
             session_idle_timeout=_positive(

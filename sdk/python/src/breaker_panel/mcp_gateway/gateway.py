@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import sys
+import unicodedata
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -83,8 +85,14 @@ class Upstream:
         *,
         on_tools: Callable[[], Awaitable[None]],
         passthrough: bool = True,
+        health_interval: float = 30.0,
+        health_timeout: float = 10.0,
+        connect_timeout: float = 30.0,
     ) -> None:
+        self.connect_timeout = connect_timeout
         self.config = config
+        self.health_interval = health_interval
+        self.health_timeout = health_timeout
         self.passthrough = passthrough
         self.name = config.name
         self.tools: list[types.Tool] = []
@@ -101,15 +109,23 @@ class Upstream:
         while True:
             self._restart = False
             link = self._link()
+            # Start-up (spawn, initialize, tools/list) within connect_timeout: a hung server is
+            # no server. The deadline is lifted once the tools are in.
+            startup = anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout)
             try:
-                async with self._client(link) as client:
-                    self.client, self.link = client, link
-                    await self._load_tools(client)
-                    delay = 0.5
-                    self.attempted.set()
-                    await self._serve(client)
+                with startup:
+                    async with self._client(link) as client:
+                        self.client, self.link = client, link
+                        await self._load_tools(client)
+                        startup.deadline = math.inf
+                        delay = 0.5
+                        self.attempted.set()
+                        await self._serve(client)
+                if startup.cancelled_caught:
+                    raise TimeoutError
             except Exception as exc:  # noqa: BLE001 - any failure of the link means: reconnect
-                logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, exc, delay)
+                reason = _describe(exc)
+                logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, reason, delay)
             finally:
                 self.client = self.link = None
             self.attempted.set()
@@ -138,25 +154,50 @@ class Upstream:
             return await link.call(params, marks)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._drop(client)
+                self._drop(client, exc)
             raise
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-            self._drop(client)
+        except (
+            OSError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            anyio.EndOfStream,
+        ) as exc:
+            self._drop(client, exc)
             raise
 
-    def _drop(self, client: Client) -> None:
+    def _drop(self, client: Client, why: BaseException) -> None:
         """The link of `client` is broken: connect again (unless that was done already)."""
         if client is self.client:
+            logger.warning("upstream %s: %s; reconnecting", self.name, _describe(why))
             self._restart = True
             self._wake.set()
 
     async def _serve(self, client: Client) -> None:
         while not self._restart:
-            await self._wake.wait()
+            with anyio.move_on_after(self.health_interval) as idle:
+                await self._wake.wait()
+            if idle.cancelled_caught:
+                await self._check_health(client)
+                continue
             self._wake = anyio.Event()
             if self._stale:
                 self._stale = False
                 await self._load_tools(client)
+
+    async def _check_health(self, client: Client) -> None:
+        """Ask the upstream an MCP request (tools/list, which every server answers), never a
+        bare GET: a live socket or an HTTP 200 says nothing of the MCP server behind it. The
+        answer also refreshes the tools of a server that never sends list_changed."""
+        try:
+            with anyio.fail_after(self.health_timeout):
+                await self._load_tools(client)
+        except Exception as exc:  # noqa: BLE001 - any failure means: reconnect
+            reason = "no answer" if isinstance(exc, TimeoutError) else f"{exc}"
+            logger.warning(
+                "upstream %s failed its health check (tools/list): %s; reconnecting",
+                self.name, reason or type(exc).__name__,
+            )  # fmt: skip
+            self._restart = True
 
     async def _load_tools(self, client: Client) -> None:
         tools: list[types.Tool] = []
@@ -230,7 +271,14 @@ class Gateway:
         self.passthrough = passthrough
         self.classifier = McpClassifier(config.breaker.retryable_patterns)
         self.upstreams = [
-            Upstream(c, on_tools=self._tools_changed, passthrough=passthrough)
+            Upstream(
+                c,
+                on_tools=self._tools_changed,
+                passthrough=passthrough,
+                health_interval=config.health_interval,
+                health_timeout=config.health_timeout,
+                connect_timeout=config.connect_timeout,
+            )
             for c in config.servers
         ]
         self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
@@ -377,6 +425,13 @@ class Gateway:
         tools: dict[str, types.Tool] = {}
         for upstream in self.upstreams:
             for tool in upstream.tools:
+                problem = _bad_name(tool.name)
+                if problem is not None:
+                    # No client can call it safely, and it would reach logs and the panel.
+                    logger.warning(
+                        "tool %r of %s hidden: its name %s", tool.name[:100], upstream.name, problem
+                    )
+                    continue
                 exposed = self._exposed_name(upstream, tool.name, counts[tool.name])
                 if exposed in catalog:
                     logger.warning(
@@ -482,7 +537,17 @@ class Gateway:
                 message = str(exc).splitlines()[0][:200]
                 failure = ToolFailure(f"{upstream.name} sent a malformed result: {message}")
             else:
-                return result, self.classifier.result(raw)
+                size = _content_size(raw)
+                if size <= self.config.max_result_bytes:
+                    return result, self.classifier.result(raw)
+                # The tool worked; the call asked for more than anyone can read.
+                failure = ToolFailure(
+                    f"the result is {size / 1048576:.1f} MB, over the gateway's limit of "
+                    f"{self.config.max_result_bytes / 1048576:.1f} MB (max_result_bytes): "
+                    "ask for less (a narrower query, a page, a summary)",
+                    retryable=False,
+                )
+                logger.warning("%s of %s: %s", tool, upstream.name, failure.message)
         return _error_result(f"{tool} failed: {failure.message}"), failure
 
     def _remember(self, ctx: Any) -> None:
@@ -520,6 +585,52 @@ class Gateway:
         if authorization:  # hashed: the token itself is kept nowhere
             return "authorization:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
         return "anonymous"
+
+
+def _bad_name(name: str) -> str | None:
+    """Why a tool name cannot be served (None: it can): empty, too long, or with control
+    characters or white space (the MCP spec allows letters, digits, _, - and .)."""
+    if not name:
+        return "is empty"
+    if len(name) > 128:
+        return "is over 128 characters"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") or c.isspace() for c in name):
+        return "has control characters or white space"
+    return None
+
+
+def _content_size(result: Any) -> int:
+    """Bytes of text and base64 data in a result's content (no serialising: it is per call)."""
+    if isinstance(result, types.CallToolResult):
+        result = result.model_dump(by_alias=True, exclude_none=True)
+    if not isinstance(result, dict):
+        return 0
+    size = 0
+    for block in result.get("content") or ():
+        if isinstance(block, dict):
+            for key in ("text", "data", "blob"):
+                value = block.get(key)
+                if isinstance(value, str):
+                    size += len(value)
+            resource = block.get("resource")
+            if isinstance(resource, dict):
+                size += sum(
+                    len(v)
+                    for k, v in resource.items()
+                    if k in ("text", "blob") and isinstance(v, str)
+                )
+    return size
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for the log: a failed start names its cause (a missing command, a hung server)."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    if isinstance(exc, TimeoutError):
+        return "no answer to initialize and tools/list in time"
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start it: {exc.strerror}: {exc.filename!r}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _as_model(result: Any) -> types.CallToolResult:

@@ -45,6 +45,8 @@ __all__ = ["RawLink", "RawStdioLink", "StdioFront", "UnknownTool", "malformed"]
 
 logger = logging.getLogger("breaker_panel.mcp_gateway")
 
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 _EXIT_GRACE = 2.0  # the SDK's: for an upstream to exit after its stdin closes, then per signal
@@ -474,11 +476,34 @@ class StdioFront:
                     return
             elif method == "initialize":
                 self._initialize_id = message.get("id")
-        try:  # the SDK's own parse, so its errors are the ones a client would get anyway
-            parsed: Any = SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except Exception as exc:  # noqa: BLE001 - handed to the session, as the SDK does
-            parsed = exc
+        try:  # the SDK's own parse
+            parsed = SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except Exception as exc:  # noqa: BLE001 - answered here: the SDK would drop it silently
+            self._refuse(message, exc)
+            return
         await to_server.send(parsed)
+
+    def _refuse(self, message: Any, exc: Exception) -> None:
+        """Answer a line that is no JSON-RPC message with the JSON-RPC error for it (a client
+        waiting on a request it sent malformed must not wait forever), and log it."""
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        request_id = message.get("id") if isinstance(message, dict) else None
+        method = message.get("method") if isinstance(message, dict) else None
+        if message is None:
+            code, text = PARSE_ERROR, "Parse error: the line is not JSON"
+        elif not isinstance(message, dict):
+            code, text = INVALID_REQUEST, "Invalid Request: a message is one JSON object"
+        elif isinstance(method, str) and _request_id(request_id):
+            code, text = INVALID_PARAMS, f"Invalid params for {method[:100]!r}: {reason}"
+        else:
+            code, text = INVALID_REQUEST, f"Invalid Request: {reason}"
+        logger.warning("a client sent a malformed message: %s", text)
+        if isinstance(message, dict) and "id" not in message and isinstance(method, str):
+            return  # a notification gets no answer, even a malformed one
+        answer_id = request_id if _request_id(request_id) else None
+        error = {"code": code, "message": text}
+        reply = {"jsonrpc": "2.0", "id": answer_id, "error": error}
+        self._send(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode())
 
     async def _call(
         self, request_id: Any, params: dict[str, Any], received: tuple[float, float]

@@ -1,7 +1,7 @@
 """``make replay-check``: is the replay's headline the same on a quiet and on a busy machine?
 
 Pure: it reads the two ``simulate_outage --json`` files and says what fails.
-``python -m runs.simulation.check QUIET.json BUSY.json`` exits 1 on any failure.
+``python -m breakers.replay.check QUIET.json BUSY.json`` exits 1 on any failure.
 """
 
 from __future__ import annotations
@@ -115,17 +115,23 @@ def sensitivity_table(report: Mapping[str, Any]) -> str:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--markdown"] and len(argv) == 2:
         report = json.loads(Path(argv[1]).read_text())
-        print(markdown_table(report) + "\n\n" + sensitivity_table(report))
+        print(markdown_table(report))
+        # The sensitivity table compares worker and fleet with none: a replay of fewer modes
+        # (``--mode fleet``) has the first table only.
+        if {"none", "worker", "fleet"} <= set(_by_mode(report)):
+            print("\n" + sensitivity_table(report))
         return 0
     if argv[:1] == ["--push-vs-poll"] and len(argv) == 3:
         push, poll = (json.loads(Path(path).read_text()) for path in argv[1:])
         print(push_vs_poll(push, poll))
         return 0
     if len(argv) != 2:
-        print("usage: python -m runs.simulation.check QUIET.json BUSY.json", file=sys.stderr)
+        print("usage: python -m breakers.replay.check QUIET.json BUSY.json", file=sys.stderr)
         return 2
     quiet, busy = (json.loads(Path(path).read_text()) for path in argv)
     for name, report in (("quiet", quiet), ("busy", busy)):
+        if not {"none", "fleet"} <= set(_by_mode(report)):
+            continue  # check() says so below
         fleet, none = _by_mode(report)["fleet"], _by_mode(report)["none"]
         print(
             f"{name:>5}: fleet ${fleet['model_spend_usd']:.2f} "

@@ -1,4 +1,4 @@
-"""Orchestrates ``manage.py simulate_outage``: one replay per breaker mode, recorded and compared.
+"""One replay per breaker mode, recorded as ``OutageReplay`` rows and compared.
 
 Before each mode the fleet breaker of ``web_search`` is reset and its cooldowns are compressed by
 the replay's speed (the control plane's clock is real); afterwards the policy is put back.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import timedelta
@@ -20,19 +20,13 @@ from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
 from breakers.models import Tool, ToolPolicy
+from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
+from breakers.replay.modes import ModeResult, replay_mode
+from breakers.replay.result import ReplayResult
+from breakers.replay.scenario import MODES, Scenario
+from breakers.replay.script import SEARCH
 from breakers.services import fleet_operator_action, tool_policy_update
 from runs.models import AgentToken, OutageReplay
-from runs.simulation.replay import (
-    AGENT,
-    AGENTS,
-    ModeResult,
-    RunPlayer,
-    RunRecord,
-    play_hand_written,
-    replay_mode,
-)
-from runs.simulation.scenario import MODES, Scenario
-from runs.simulation.script import SEARCH
 
 __all__ = (
     "ReplayError",
@@ -148,8 +142,8 @@ def simulate_modes(
     on_mode: Callable[[str], None] | None = None,
     fleet_push: bool = True,
     agent: str = "hand-written",
-) -> list[dict[str, Any]]:
-    """Replay each mode in turn; return one summary per mode (simulated seconds).
+) -> list[ReplayResult]:
+    """Replay each mode in turn; return what each measured (simulated seconds), in order.
 
     ``agent`` says who plays the runs (``AGENTS``): the hand-written agent, or the same scripted
     model through Pydantic AI and the SDK's integration."""
@@ -158,7 +152,7 @@ def simulate_modes(
         raise ReplayError(f"unknown mode(s) {sorted(unknown)}; choose from {list(MODES)}")
     if agent not in AGENTS:
         raise ReplayError(f"unknown agent {agent!r}; choose from {list(AGENTS)}")
-    summaries = []
+    results = []
     # Every mode of one invocation shares a batch id, so the Outages page compares them together.
     batch = f"{timezone.now():%Y%m%dT%H%M%S.%f}"
     with compressed_policy(scenario=scenario, speed=speed):
@@ -168,7 +162,7 @@ def simulate_modes(
             fleet_operator_action(
                 tool_name=SEARCH, action=OperatorActionKind.RESET, reason=ACTOR_REASON, token=token
             )
-            summaries.append(
+            results.append(
                 _replay_one(
                     mode=mode,
                     scenario=scenario,
@@ -181,7 +175,7 @@ def simulate_modes(
                     agent=agent,
                 )
             )
-    return summaries
+    return results
 
 
 def _player(agent: str) -> tuple[RunPlayer, Callable[[], int]]:
@@ -189,7 +183,7 @@ def _player(agent: str) -> tuple[RunPlayer, Callable[[], int]]:
     if agent == "hand-written":
         return play_hand_written, lambda: 0
     try:
-        from runs.simulation.pydantic_ai_agent import PydanticAIPlayer
+        from breakers.replay.pydantic_ai_agent import PydanticAIPlayer
     except ImportError as error:
         raise ReplayError(
             f"--agent pydantic-ai needs Pydantic AI 2.x ({error}): pip install pydantic-ai-slim"
@@ -209,7 +203,7 @@ def _replay_one(
     on_run: Callable[[str, RunRecord], None] | None,
     fleet_push: bool,
     agent: str,
-) -> dict[str, Any]:
+) -> ReplayResult:
     player, errors = _player(agent)
     started = timezone.now()
     row = OutageReplay.objects.create(
@@ -249,10 +243,10 @@ def _replay_one(
     row.save(
         update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at", "pauses"]
     )
-    return summary
+    return ReplayResult.of(row)
 
 
-def format_table(summaries: list[dict[str, Any]]) -> str:
+def format_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     """The comparison table the command prints (and the docs quote)."""
     header = (
         f"{'mode':<10} {'runs':>5} {'model calls':>11} {'spend $':>9} {'$/run':>6} "

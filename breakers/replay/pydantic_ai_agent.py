@@ -1,7 +1,7 @@
 """The outage replay's research agent on Pydantic AI: ``simulate_outage --agent pydantic-ai``.
 
 Same story, same scripted model (``ResearchScript``) and same control plane as the hand-written
-agent of ``replay.py``, but every step goes through Pydantic AI's own plumbing: ``FunctionModel``
+agent of ``agent.py``, but every step goes through Pydantic AI's own plumbing: ``FunctionModel``
 plays the model offline (no API key, no network), the tools are Pydantic AI tools, and the
 breakers are the SDK's integration (``BreakerCapability``): it takes the tool out of each model
 request, puts the notice in the instructions, refuses late calls and reports every outcome. The
@@ -39,9 +39,9 @@ from breaker_panel import ControlPlane, ToolFailure
 from breaker_panel.client import Run
 from breaker_panel.integrations._runs import RunHandle
 from breaker_panel.integrations.pydantic_ai import BreakerCapability
-from runs.simulation.replay import AGENT, MODEL, RunRecord, Stage, what_it_met
-from runs.simulation.scenario import Scenario
-from runs.simulation.script import READ, SEARCH, Action, ResearchScript
+from breakers.replay.agent import AGENT, MODEL, RunRecord, Stage, what_it_met
+from breakers.replay.scenario import Scenario
+from breakers.replay.script import READ, SEARCH, Action, ResearchScript
 
 __all__ = ("PydanticAIPlayer",)
 
@@ -215,7 +215,7 @@ async def _read_page(ctx: RunContext[_RunState], url: str) -> str:
 
 
 class PydanticAIPlayer:
-    """A ``RunPlayer`` (replay.py): one Pydantic AI agent per worker, serving its runs."""
+    """A ``RunPlayer`` (``agent.py``): one Pydantic AI agent per worker, serving its runs."""
 
     def __init__(self) -> None:
         self._agents: dict[int, Agent[_RunState, str]] = {}

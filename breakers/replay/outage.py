@@ -1,0 +1,111 @@
+"""The outage replay's one public module: ``play_outage`` plays the story, ``ReplayResult`` is what
+each mode measured, and the names the pages read. Nothing outside ``breakers.replay`` imports
+another of its modules (``scripts/import_graph.py --check``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from breakers.replay.agent import AGENTS, RunRecord
+from breakers.replay.orchestration import (
+    REPLAY_SERVER_SETTINGS,
+    ReplayError,
+    check_control_plane,
+    format_table,
+    replay_token,
+    server_settings,
+    server_settings_warnings,
+    simulate_modes,
+)
+from breakers.replay.records import (
+    ReplayBatch,
+    ReplayClock,
+    group_replays,
+    minutes_since,
+    mode_label,
+    mode_order,
+    recent_replay_batches,
+    replay_periods,
+    replay_speed,
+)
+from breakers.replay.result import ReplayResult
+from breakers.replay.scenario import MODES, Scenario
+from breakers.replay.script import SEARCH
+
+__all__ = (
+    "AGENTS",
+    "MODES",
+    "REMOVAL_MODES",
+    "REPLAY_SERVER_SETTINGS",
+    "SEARCH",
+    "ReplayBatch",
+    "ReplayClock",
+    "ReplayError",
+    "ReplayResult",
+    "RunRecord",
+    "Scenario",
+    "figures_json",
+    "format_table",
+    "group_replays",
+    "minutes_since",
+    "mode_label",
+    "mode_order",
+    "play_outage",
+    "recent_replay_batches",
+    "replay_periods",
+    "replay_speed",
+    "server_settings",
+    "server_settings_warnings",
+)
+
+# The modes whose breaker takes the tool out of the tools array (and sends a notice).
+REMOVAL_MODES = ("run", "worker", "fleet")
+
+
+def figures_json(
+    *, scenario: Scenario, agent: str, results: Sequence[ReplayResult]
+) -> dict[str, Any]:
+    """What ``simulate_outage --json`` writes (and ``breakers.replay.check`` reads)."""
+    return {
+        "scenario": {
+            k: (v if isinstance(v, int | float) else str(v)) for k, v in asdict(scenario).items()
+        },
+        "agent": agent,
+        "modes": [dict(result.figures) for result in results],
+    }
+
+
+def play_outage(
+    *,
+    scenario: Scenario,
+    url: str,
+    speed: float,
+    modes: Sequence[str] = MODES,
+    agent: str = "hand-written",
+    fleet_push: bool = True,
+    on_run: Callable[[str, RunRecord], None] | None = None,
+    on_mode: Callable[[str], None] | None = None,
+) -> tuple[ReplayResult, ...]:
+    """Play the outage once per mode, in order, against the control plane at ``url`` (its
+    database is this process's), each mode recorded as an ``OutageReplay``; block until done
+    and return what each mode measured, in the order played.
+
+    A token of its own is issued for the replay and revoked after it. Raises ``ReplayError``
+    when no control plane answers at ``url`` or a mode or agent is unknown."""
+    with replay_token() as (token, raw):
+        check_control_plane(url=url, token=raw)
+        results = simulate_modes(
+            modes=list(modes),
+            scenario=scenario,
+            speed=speed,
+            url=url,
+            token=token,
+            raw_token=raw,
+            on_run=on_run,
+            on_mode=on_mode,
+            fleet_push=fleet_push,
+            agent=agent,
+        )
+    return tuple(results)

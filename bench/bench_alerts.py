@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scratch import add_database_arguments, scratch_database  # bench/scratch.py
+from support.scratch import add_database_arguments, scratch_database
 
 if TYPE_CHECKING:
     from scripts.testing.fake_slack import FakeSlackServer
@@ -74,7 +74,7 @@ def setup_django(db_url: str) -> None:
 
 def delete_bench_keys(channel_urls: list[str]) -> None:
     from breakers.alerts import channel_limiter
-    from breakers.services import fleet_store
+    from breakers.fleet_service import fleet_store
 
     store = fleet_store()
     keys = list(store.client.scan_iter(match="bp:{" + TOOL_PREFIX + "*", count=1000))
@@ -106,7 +106,7 @@ def open_one(tool: str, ids: Iterator[int]) -> tuple[float, float]:
     """Open ``tool``'s fleet breaker in one transaction: (monotonic, wall) right after COMMIT."""
     from django.db import transaction
 
-    from breakers.services import fleet_record_tool_calls
+    from breakers.fleet_service import fleet_record_tool_calls
     from scripts.testing.fleet_calls import fleet_call
 
     stamps: list[tuple[float, float]] = []
@@ -123,8 +123,8 @@ def baseline_send(server: FakeSlackServer, ids: Iterator[int]) -> float:
     """One message straight through the transport: call -> the server has the body (ms)."""
     from datetime import UTC, datetime
 
-    from breakers.alert_messages import OpenedAlert, build_opened_message
     from breakers.transports.slack import SlackTransport
+    from breakers.transports.slack_messages import OpenedAlert, build_opened_message
 
     message = build_opened_message(
         OpenedAlert(

@@ -158,7 +158,7 @@ def gunicorn() -> Iterator[tuple[str, str]]:
     """The control plane (production gunicorn settings, one worker) on a scratch database: its
     URL and an agent token."""
     sys.path.insert(0, str(ROOT / "bench"))
-    from scratch import free_port, manage, scratch_database
+    from support.scratch import free_port, manage, scratch_database
 
     admin = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     name = os.environ.get("TEST_DATABASE_NAME", "bp") + "_bench_batches"

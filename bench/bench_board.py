@@ -38,7 +38,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from scratch import (  # bench/scratch.py
+from support.scratch import (
     add_database_arguments,
     drop_database,
     recreate_database,
@@ -91,13 +91,13 @@ def seed(args: argparse.Namespace) -> None:
     from django.utils import timezone
 
     from breakers.fleet.rules import OperatorActionKind
-    from breakers.models import Tool
-    from breakers.services import (
+    from breakers.fleet_service import (
         fleet_operator_action,
         fleet_rebuild,
         fleet_record_tool_calls,
         fleet_store,
     )
+    from breakers.models import Tool
     from runs.fleet_interface import AcceptedToolCall
     from runs.models import ReportedTransition, Run, ToolCall, Worker
 

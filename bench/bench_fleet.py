@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from scratch import add_database_arguments, free_port, manage, scratch_database  # bench/scratch.py
+from support.scratch import add_database_arguments, free_port, manage, scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,7 +75,7 @@ def setup_django(db_url: str) -> None:
 
 
 def delete_bench_keys() -> None:
-    from breakers.services import fleet_store
+    from breakers.fleet_service import fleet_store
 
     store = fleet_store()
     for pattern in ("bp:{bench_fleet*", "bp:{prop-*"):
@@ -138,12 +138,12 @@ def redis_benchmark(
 
 
 def measure_cost(calls: int) -> list[str]:
-    from breakers import services
+    from breakers import fleet_service
     from runs.services import ingest_batch
     from scripts.testing.fleet_calls import fleet_call
 
-    store = services.fleet_store()
-    services.fleet_record_tool_calls(calls=[fleet_call("warm", BENCH_TOOL, "w1", "retryable")])
+    store = fleet_service.fleet_store()
+    fleet_service.fleet_record_tool_calls(calls=[fleet_call("warm", BENCH_TOOL, "w1", "retryable")])
     ids = itertools.count()
 
     def via_store(_: int) -> object:
@@ -152,14 +152,16 @@ def measure_cost(calls: int) -> list[str]:
 
     def via_service(_: int) -> object:
         call = fleet_call(f"v{next(ids)}", BENCH_TOOL, "w1", "retryable")
-        return services.fleet_record_tool_calls(calls=[call])
+        return fleet_service.fleet_record_tool_calls(calls=[call])
 
     store_timing = time_calls("`FleetStore.apply` (redis-py EVALSHA)", calls, via_store)
     service_timing = time_calls(
         "`fleet_record_tool_calls` (what ingest's hook runs)", calls, via_service
     )
     reply_timing = time_calls(
-        "`fleet_state` (every ingest reply; 1 tool)", calls // 4, lambda _: services.fleet_state()
+        "`fleet_state` (every ingest reply; 1 tool)",
+        calls // 4,
+        lambda _: fleet_service.fleet_state(),
     )
 
     # Ingest of one tool.call with the fleet hooks and with them stubbed out, interleaved call by
@@ -432,7 +434,13 @@ def main() -> None:
                 held = args.workers + 1
                 # Connections per request: 2 x (held + 4) threads each keeping one would pass
                 # PostgreSQL's default max_connections (100).
-                server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held), "DB_CONN_MAX_AGE": "0"}
+                # One bench token plays every worker: the opt-in worker quorum (the default
+                # counts tokens, and one token would never open the breaker).
+                server_env = env | {
+                    "BREAKER_FLEET_MAX_WAITERS": str(held),
+                    "DB_CONN_MAX_AGE": "0",
+                    "FLEET_QUORUM": "workers",
+                }
                 report += [
                     f"{args.workers} workers (B) besides A; gunicorn 2 x {held + 4} threads\n",
                     "| fleet sync | measured from | samples | p50 ms | p99 ms | max ms |",
@@ -469,7 +477,7 @@ def main() -> None:
 
 
 def _redis_version() -> str:
-    from breakers.services import fleet_store
+    from breakers.fleet_service import fleet_store
 
     return str(fleet_store().client.info("server")["redis_version"])
 

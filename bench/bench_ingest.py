@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from scratch import (  # bench/scratch.py
+from support.scratch import (
     add_database_arguments,
     drop_database,
     free_port,

@@ -150,7 +150,7 @@ def setup_control_plane(database_url: str, redis_url: str, bench_db: str) -> Any
     import psycopg
 
     from bench.bench_board import setup_django
-    from bench.scratch import recreate_database, with_database
+    from bench.support.scratch import recreate_database, with_database
 
     recreate_database(database_url, bench_db)
     import redis
@@ -367,7 +367,7 @@ def report_overhead(calls_per_path: int, tmp: Path) -> None:
 
 
 def report_latency(args: argparse.Namespace, tmp: Path) -> None:
-    from bench.scratch import drop_database
+    from bench.support.scratch import drop_database
 
     server = None
     before = load()

@@ -40,7 +40,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from scratch import drop_database, free_port, manage, recreate_database, with_database
+from support.scratch import drop_database, free_port, manage, recreate_database, with_database
 
 T0_NS = 1_796_000_000_000_000_000
 SPANS_PER_RUN = 1 + 2 * STEPS_PER_RUN

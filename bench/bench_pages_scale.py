@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_board import Timing, setup_django  # bench/ is not a package: found through sys.path
-from scratch import drop_database, recreate_database, with_database
+from support.scratch import drop_database, recreate_database, with_database
 
 TOOLS = [f"tool-{i:02d}" for i in range(20)]
 BIG_TOOL = TOOLS[0]
@@ -148,7 +148,7 @@ def ensure_recent_run() -> None:
 
 def delete_fleet_keys() -> None:
     """The ``bp:*`` keys only: a Celery broker may share the database."""
-    from breakers.services import fleet_store
+    from breakers.fleet_service import fleet_store
 
     client = fleet_store().client
     stale = list(client.scan_iter(match="bp:*", count=1000))
@@ -302,7 +302,7 @@ def main() -> None:
         setup_django(with_database(args.database_url, names[sizes[0]]), args.redis_url)
         from django.core.management import call_command
 
-        from breakers.services import fleet_rebuild
+        from breakers.fleet_service import fleet_rebuild
 
         for size in sizes:
             use_database(names[size])
@@ -327,7 +327,7 @@ def main() -> None:
     finally:
         from django.db import connections
 
-        if "breakers.services" in sys.modules:
+        if "breakers.fleet_service" in sys.modules:
             # A Redis database left with keys counts as in use for scripts/own_services.py.
             delete_fleet_keys()
 

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from scratch import (  # bench/scratch.py
+from support.scratch import (
     add_database_arguments,
     drop_database,
     free_port,

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from breakers.fleet_service import fleet_policy_sync
 from breakers.models import (
     Alert,
     AlertChannel,
@@ -27,7 +28,6 @@ from breakers.models import (
     Tool,
     ToolPolicy,
 )
-from breakers.services import fleet_policy_sync
 from breakers.transports.slack import validate_webhook_url
 
 

@@ -26,7 +26,7 @@ from breakers.fleet.rules import (
     TrialMode,
 )
 from breakers.fleet.store import PolicyOverrides
-from breakers.probes import probe_callable_allowed
+from breakers.probes.runner import probe_callable_allowed
 from runs.models import AgentToken, BreakerState
 
 # The last millisecond Python's datetime can hold (9999-12-31T23:59:59.999Z).

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from breakers import backlog, services
+from breakers import fleet_service
 from breakers.alerts import delivery, sweep
+from breakers.fleet_service import backlog
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
 PROBE_EXPIRES_SECONDS = 60
@@ -16,7 +17,7 @@ PROBE_EXPIRES_SECONDS = 60
 @shared_task(name="breakers.fleet_tick", ignore_result=True)
 def fleet_tick() -> int:
     backlog.apply_fleet_backlog()  # first: outcomes that committed while Redis was failing
-    orders = services.fleet_tick()
+    orders = fleet_service.fleet_tick()
     for order in orders:
         fleet_probe.apply_async((order.tool, order.window), expires=PROBE_EXPIRES_SECONDS)
     return len(orders)
@@ -25,12 +26,12 @@ def fleet_tick() -> int:
 @shared_task(name="breakers.fleet_probe", ignore_result=True)
 def fleet_probe(tool: str, window: int) -> bool:
     """True when this task made the window's probe (False: no probe, or another one had it)."""
-    return services.fleet_probe(tool_name=tool, window=window) is not None
+    return fleet_service.fleet_probe(tool_name=tool, window=window) is not None
 
 
 @shared_task(name="breakers.fleet_rebuild", ignore_result=True)
 def fleet_rebuild() -> int:
-    return services.fleet_rebuild()
+    return fleet_service.fleet_rebuild()
 
 
 @shared_task(name="breakers.deliver_alert", bind=True, ignore_result=True, max_retries=None)

@@ -18,7 +18,7 @@ from ninja import NinjaAPI
 from ninja.errors import HttpError
 from ninja.parser import Parser
 
-from breakers import api as fleet_api
+from breakers.fleet_api import routes as fleet_api
 from runs import api as ingest_api
 from runs.replies import database_unavailable
 

@@ -19,7 +19,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
-from breakers.ops_access import client_address, ops_redis
+from breakers.access.ops_endpoints import client_address, ops_redis
 
 __all__ = ("ThrottledAuthenticationForm", "ThrottledLoginView", "client_address")
 

@@ -59,8 +59,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    # Times ingest batches and counts their events for /metrics (breakers.metrics).
-    "breakers.metrics.IngestMetricsMiddleware",
+    # Times ingest batches and counts their events for /metrics (breakers.observability.metrics).
+    "breakers.observability.metrics.IngestMetricsMiddleware",
     # Every page needs a login except those marked login_not_required; /api/ uses tokens.
     "controlplane.middleware.LoginRequiredMiddleware",
 ]
@@ -197,11 +197,12 @@ BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
 BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
 BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
-# Who counts towards min_workers: distinct "workers" (worker id; the default, works with one
-# token shared by the fleet) or distinct agent "tokens" (one token per host: a token cannot
-# forge the quorum by making up worker ids). See
-# docs/adr/0107-the-fleet-quorum-counts-distinct-worker.md.
-FLEET_QUORUM = envstr("FLEET_QUORUM", "workers")
+# Who counts towards min_workers: distinct agent "tokens" (the default: a token, bound to its
+# worker or not, counts once, so one token cannot forge the quorum by making up worker ids) or
+# distinct "workers" (worker ids: an opt-in for a fleet that shares one token, which any holder
+# of the token can then forge). See docs/api.md (trust model) and
+# docs/adr/XXXX-quorum-counts-tokens-by-default.md.
+FLEET_QUORUM = envstr("FLEET_QUORUM", "tokens")
 if FLEET_QUORUM not in ("workers", "tokens"):
     raise ImproperlyConfigured(f"FLEET_QUORUM must be 'workers' or 'tokens', not {FLEET_QUORUM!r}")
 # What ingest tells about the tool calls it accepted: a dotted path to the callable that builds its
@@ -209,7 +210,7 @@ if FLEET_QUORUM not in ("workers", "tokens"):
 # without a fleet. Why: docs/adr/XXXX-ingest-fleet-wiring.md.
 INGEST_FLEET_UPDATER = "controlplane.wiring.FleetBreakerUpdater"
 # An outcome that happened this long before a tool's last transition is stale and ignored by the
-# fleet breaker (a margin for agents' clock skew; see breakers.services.commands).
+# fleet breaker (a margin for agents' clock skew; see breakers.fleet_service.commands).
 BREAKER_STALE_OUTCOME_SECONDS = envfloat("BREAKER_STALE_OUTCOME_SECONDS", 2.0)
 # Longer than one exhausted call (31 s in the outage we design for), so a trial can finish.
 BREAKER_TRIAL_LEASE_SECONDS = envfloat("BREAKER_TRIAL_LEASE_SECONDS", 120.0)
@@ -218,7 +219,8 @@ BREAKER_DEDUPE_TTL_SECONDS = envfloat("BREAKER_DEDUPE_TTL_SECONDS", 3600.0)
 # Dotted-path prefixes a callable probe must start with, so an operator's policy cannot make the
 # Celery worker import and call just anything (os.abort). Checked on save and before each call.
 # Networks HTTP probes may reach although they are internal (CIDRs; loopback, private, link-local
-# and metadata addresses are refused otherwise), checked on the resolved address (breakers.http).
+# and metadata addresses are refused otherwise), checked on the resolved address
+# (breakers.probes.outbound_http).
 BREAKER_HTTP_ALLOWED_NETWORKS = envlist("BREAKER_HTTP_ALLOWED_NETWORKS", [])
 BREAKER_PROBE_CALLABLE_PREFIXES = envlist("BREAKER_PROBE_CALLABLE_PREFIXES", ["breakers.probes."])
 # GET /api/v1/fleet?wait=N holds the request up to this long (long-poll, issue 14). Each held
@@ -296,7 +298,7 @@ CELERY_BEAT_SCHEDULE["alerts-sweep"] = {
 
 # --- Health, metrics, retention (docs/operations.md) ---
 # Task modules outside the apps' tasks.py: the beat heartbeat and the retention purge.
-CELERY_IMPORTS = ("breakers.health", "runs.retention")
+CELERY_IMPORTS = ("breakers.observability.health", "runs.retention")
 # /readyz fails when the beat heartbeat (sent every fleet tick) is older than this.
 HEALTH_BEAT_MAX_AGE_SECONDS = envfloat(
     "HEALTH_BEAT_MAX_AGE_SECONDS", max(15.0, 10 * BREAKER_TICK_SECONDS)
@@ -307,9 +309,9 @@ CELERY_BEAT_SCHEDULE["beat-heartbeat"] = {
     "options": {"expires": 10},
 }
 _INTERNAL_NETWORKS = ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
-# Who a request came from (breakers.ops_access): the peer, or behind one of these proxies (CIDRs)
-# the address its CLIENT_ADDRESS_HEADER names. Any other forwarding header, or one from another
-# peer, leaves the client unknown: then no network rule below passes.
+# Who a request came from (breakers.access.ops_endpoints): the peer, or behind one of these
+# proxies (CIDRs) the address its CLIENT_ADDRESS_HEADER names. Any other forwarding header, or
+# one from another peer, leaves the client unknown: then no network rule below passes.
 TRUSTED_PROXIES = envlist("TRUSTED_PROXIES", [])
 CLIENT_ADDRESS_HEADER = envstr("CLIENT_ADDRESS_HEADER", "") or "X-Forwarded-For"
 if CLIENT_ADDRESS_HEADER.lower() not in ("x-forwarded-for", "forwarded", "x-real-ip"):

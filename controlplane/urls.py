@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
-from breakers.health import healthz, readyz
-from breakers.metrics import metrics
+from breakers.observability.health import healthz, readyz
+from breakers.observability.metrics import metrics
 from controlplane.api import api
 from controlplane.login_throttle import ThrottledLoginView
 from runs.otlp.views import post_traces

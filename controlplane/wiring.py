@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from breakers.services import (
+from breakers.fleet_service import (
     FLEET_STORE_ERRORS,
     fleet_record_tool_calls,
     fleet_state,

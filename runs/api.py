@@ -7,9 +7,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router
 
 from runs.auth import AgentAuth
+from runs.batch_checks import BatchRefused, parse_batch
 from runs.replies import DB_UNAVAILABLE_RETRY_AFTER_S, service_unavailable
 from runs.schemas import ErrorReply, IngestReply, event_batch_openapi
-from runs.services import BatchRefused, CommitUnknown, IngestConflict, ingest_batch, parse_batch
+from runs.services import CommitUnknown, IngestConflict, ingest_batch
 
 router = Router(tags=["ingest"])
 
@@ -80,6 +81,6 @@ def post_events(request: HttpRequest) -> HttpResponse:
             "a concurrent batch changed the same run; nothing was written, resend the batch",
             retry_after=CONFLICT_RETRY_AFTER_S,
         )
-    # For the metrics middleware (breakers.metrics), which counts the events by result.
+    # For the metrics middleware (breakers.observability), which counts the events by result.
     setattr(request, INGEST_RESULT, result)
     return JsonResponse(result.as_reply())

@@ -119,9 +119,16 @@ def fleet_state_for_reply() -> dict[str, Any]:
 
 
 def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
-    """Who an outcome (or a trial lease) counts for in the fleet's quorum: the worker id, or
-    with ``FLEET_QUORUM = "tokens"`` the token
-    (docs/adr/0107-the-fleet-quorum-counts-distinct-worker.md)."""
-    if token is not None and settings.FLEET_QUORUM == "tokens":
-        return f"token:{token.pk}"
-    return worker_id
+    """Who an outcome (or a trial lease) counts for in the fleet's quorum.
+
+    By default (``FLEET_QUORUM = "tokens"``) each token is one voter, so a token cannot make up
+    workers: a token bound to a worker counts as that worker (its id, readable on the pages;
+    ingest has checked it is the one named), any other token as ``token:<pk>`` whatever worker
+    ids it sends. With the opt-in ``"workers"`` every worker id counts
+    (docs/adr/XXXX-quorum-counts-tokens-by-default.md).
+    """
+    if token is None or settings.FLEET_QUORUM == "workers":
+        return worker_id
+    if token.worker_id:
+        return token.worker_id
+    return f"token:{token.pk}"

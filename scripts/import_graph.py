@@ -2,7 +2,8 @@
 docs/adr/0128-layers-point-one-way-checked-by.md).
 
 `python scripts/import_graph.py` prints the figures; `--check` exits 1 on any import against the
-layers or any runtime import cycle (run by `make lint`).
+layers, any runtime import cycle between modules, any import cycle between packages or any import
+of a conftest (run by `make lint`).
 """
 
 from __future__ import annotations
@@ -164,6 +165,26 @@ def forbidden_imports(root: Path = ROOT) -> list[str]:
     return found
 
 
+def conftest_imports(root: Path = ROOT) -> list[str]:
+    """``file -> module`` for each import of a conftest: pytest loads conftests itself, and what
+    tests share goes through fixtures or a support module."""
+    found = []
+    for folder in ("tests", "bench", "scripts", *map(str, SOURCES.values())):
+        for path in sorted((root / folder).rglob("*.py")) if (root / folder).is_dir() else []:
+            for node, _ in _imports(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    assert isinstance(node, ast.ImportFrom)
+                    base = "." * node.level + (node.module or "")
+                    names = [f"{base}.{alias.name}".lstrip(".") for alias in node.names]
+                    names = [base] if "conftest" in base.split(".") else names
+                for name in names:
+                    if "conftest" in name.split("."):
+                        found.append(f"{path.relative_to(root)} -> {name}")
+    return found
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -199,9 +220,37 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def package_of(module: str, modules: dict[str, Path]) -> str:
+    """The package a module counts for when cycles are looked for between packages: the package
+    that holds it. A module directly inside a top-level package (``breakers.models``,
+    ``runs.services``) counts as itself: Django fixes where an app's models, admin and tasks live,
+    and they sit at both ends of the app (everything reads the models, admin and tasks reach into
+    every room), so taking the app's top level as one package would make every app a cycle."""
+    if modules[module].name == "__init__.py":
+        return module
+    parent = module.rpartition(".")[0]
+    return module if parent in PACKAGES else parent
+
+
+def package_cycles(found: dict[tuple[str, str], bool], modules: dict[str, Path]) -> list[list[str]]:
+    """Cycles between packages, through any import (TYPE_CHECKING ones too: a package that names
+    another's types still depends on it). A cycle of top-level modules alone is one between
+    modules, reported as such."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for source, target in found:
+        source_package, target_package = package_of(source, modules), package_of(target, modules)
+        if source_package != target_package:
+            graph[source_package].add(target_package)
+
+    def is_package(unit: str) -> bool:
+        return unit not in modules or modules[unit].name == "__init__.py"
+
+    return [cycle for cycle in cycles(graph) if any(is_package(unit) for unit in cycle)]
+
+
 def report(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
     """Print the figures; returns what ``--check`` fails on: wrong-way and forbidden imports,
-    and runtime cycles."""
+    and cycles (runtime ones between modules, any between packages)."""
     modules = module_files(root)
     found = edges(modules)
     runtime: dict[str, set[str]] = defaultdict(set)
@@ -231,13 +280,21 @@ def report(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
     print(f"cycles only through TYPE_CHECKING imports: {len(type_cycles)}")
     for cycle in type_cycles:
         print(f"  {' <-> '.join(cycle)}")
+    between_packages = package_cycles(found, modules)
+    print(f"package-level cycles: {len(between_packages)}")
+    for cycle in between_packages:
+        print(f"  {' <-> '.join(cycle)}")
     support = forbidden_imports(root)
     print(f"imports of test or benchmark code where it does not belong: {len(support)}")
     for line in support:
         print(f"  {line}")
+    conftests = conftest_imports(root)
+    print(f"imports of a conftest: {len(conftests)}")
+    for line in conftests:
+        print(f"  {line}")
     lines = len(largest[1].read_text().splitlines())
     print(f"largest module: {largest[1].relative_to(root)} ({lines} lines)")
-    return upward + support, runtime_cycles
+    return upward + support + conftests, runtime_cycles + between_packages
 
 
 def main() -> int:

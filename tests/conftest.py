@@ -10,7 +10,9 @@ import redis
 from django.conf import settings
 
 import tests.vendor_server
+from breakers.fleet_service import fleet_store
 from scripts.testing import processes
+from tests.fleet.support import delete_fleet_keys
 
 # The tests' vendors live on loopback: outbound HTTP may reach it here (and in the server
 # processes the tests start, which inherit this environment). Production refuses it by default.
@@ -39,6 +41,18 @@ def redis_client() -> Iterator[redis.Redis]:
     yield client
     client.flushdb()
     client.close()
+
+
+@pytest.fixture
+def fleet_redis() -> Iterator[redis.Redis]:
+    """This session's Redis with every fleet key (``bp:*``) deleted before and after the test.
+
+    Not FLUSHDB: the Celery broker lives in the same database and its bindings must survive.
+    """
+    client = fleet_store().client
+    delete_fleet_keys(client)
+    yield client
+    delete_fleet_keys(client)
 
 
 @pytest.fixture(scope="session")

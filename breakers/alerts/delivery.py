@@ -12,12 +12,12 @@ from django.conf import settings
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from breakers.alert_messages import SlackMessage
 from breakers.alerts.facts import build_alert_message, stored_message
+from breakers.alerts.ratelimit import ChannelRateLimiter, limiter_from_settings
 from breakers.models import Alert, AlertChannel, AlertState
-from breakers.ratelimit import ChannelRateLimiter, limiter_from_settings
 from breakers.transports import Transport, TransportError
 from breakers.transports.slack import SlackTransport
+from breakers.transports.slack_messages import SlackMessage
 
 MAX_ERROR_CHARS = 2000
 

@@ -11,7 +11,9 @@ from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from breakers.alert_messages import (
+from breakers.fleet.rules import OUT_STATES, CauseKind
+from breakers.models import Alert, AlertKind, FleetTransition, Incident
+from breakers.transports.slack_messages import (
     ClosedAlert,
     FlappingAlert,
     ManualActionAlert,
@@ -22,10 +24,8 @@ from breakers.alert_messages import (
     build_manual_action_message,
     build_opened_message,
 )
-from breakers.fleet.rules import OUT_STATES, CauseKind
-from breakers.models import Alert, AlertKind, FleetTransition, Incident
+from runs.incident_runs import IncidentMeasures, incident_measures
 from runs.models import BreakerState, ToolCall
-from runs.queries import IncidentMeasures, incident_measures
 
 
 def is_opening(row: FleetTransition) -> bool:
@@ -64,7 +64,7 @@ def transition_facts(row: FleetTransition) -> dict[str, Any]:
 
 def incident_cost(*, tool_name: str, start: datetime, end: datetime) -> IncidentMeasures:
     """Runs affected, their model spend and the tool's calls that reached the vendor, over
-    [start, end): the same measure as the incident page (runs.queries)."""
+    [start, end): the same measure as the incident page (runs.incident_runs)."""
     return incident_measures(tool=tool_name, start=start, end=end)
 
 

@@ -1,4 +1,5 @@
-"""The fleet breakers in Redis: every rule of ``rules.py`` as one atomic Lua script per call.
+"""The fleet breakers in Redis: every rule as one atomic Lua script per call (the reference model
+in ``tests/fleet/reference_model.py`` states the same rules in Python).
 
 Keys of one tool share the hash tag ``{<tool>}`` so each script touches a single slot and runs
 unchanged on Redis Cluster; the tool name is percent-encoded inside the tag so that no name can
@@ -384,7 +385,7 @@ class FleetStore:
 
     def announce_change(self) -> None:
         """Tell every server process's long-poll watcher that a tool's state just changed, so
-        it reads the fleet's ETag now instead of at its next poll (breakers/fleet_watch.py).
+        it reads the fleet's ETag now instead of at its next poll (breakers/fleet_api/long_poll.py).
         Best effort: a lost message only leaves the waiters to that poll."""
         with contextlib.suppress(redis.RedisError):
             self.client.publish(self.changes_channel, b"1")

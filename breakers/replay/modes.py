@@ -9,7 +9,7 @@ import random
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -125,19 +125,31 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
+def replay_worker_ids(*, scenario: Scenario, mode: str, prefix: str | None = None) -> list[str]:
+    """The worker ids of one mode's replay workers, in order."""
+    return [f"{prefix or f'{AGENT}-{mode}-'}worker-{i + 1}" for i in range(scenario.workers)]
+
+
 def replay_mode(
     *,
     scenario: Scenario,
     mode: str,
     url: str,
-    token: str,
+    token: str | Sequence[str],
     speed: float,
     worker_prefix: str | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
     fleet_push: bool = True,
     player: RunPlayer = play_hand_written,
 ) -> ModeResult:
-    """Play one mode of the outage against the control plane at ``url``; block until done."""
+    """Play one mode of the outage against the control plane at ``url``; block until done.
+
+    ``token`` is one agent token for every worker, or one per worker (``replay_worker_ids``
+    order): with the default token quorum the fleet breaker opens only for distinct tokens."""
+    worker_ids = replay_worker_ids(scenario=scenario, mode=mode, prefix=worker_prefix)
+    tokens = [token] * len(worker_ids) if isinstance(token, str) else list(token)
+    if len(tokens) != len(worker_ids):
+        raise ValueError(f"{len(worker_ids)} workers need as many tokens, got {len(tokens)}")
     clock = SimClock(speed)
     # Only the fleet breaker's figures depend on how fast the control plane answers: the other
     # modes decide in the agent process, so the governor leaves them alone, and their breakers'
@@ -148,8 +160,8 @@ def replay_mode(
     planes = [
         ControlPlane(
             url,
-            token=token,
-            worker_id=f"{worker_prefix or f'{AGENT}-{mode}-'}worker-{i + 1}",
+            token=worker_token,
+            worker_id=worker_id,
             config=PlaneConfig(
                 scopes=SCOPES_BY_MODE[mode],
                 threshold=scenario.threshold,
@@ -170,7 +182,7 @@ def replay_mode(
             ),
             clock=breaker_clock,
         )
-        for i in range(scenario.workers)
+        for worker_id, worker_token in zip(worker_ids, tokens, strict=True)
     ]
     result = ModeResult(mode=mode)
     recovery = Recovery()

@@ -19,13 +19,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, tool_policy_update
 from breakers.models import Tool, ToolPolicy
 from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
-from breakers.replay.modes import ModeResult, replay_mode
+from breakers.replay.modes import ModeResult, replay_mode, replay_worker_ids
 from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
-from breakers.services import fleet_operator_action, tool_policy_update
 from runs.models import AgentToken, OutageReplay
 
 __all__ = (
@@ -111,6 +111,18 @@ def replay_token() -> Iterator[tuple[AgentToken, str]]:
 
 
 @contextmanager
+def worker_tokens(worker_ids: list[str]) -> Iterator[list[str]]:
+    """One token per replay worker, bound to it, revoked when the mode ends: the replay's
+    workers are told apart as a secure deployment's are (the default token quorum)."""
+    issued = [AgentToken.issue(name="outage-replay", worker_id=w) for w in worker_ids]
+    try:
+        yield [raw for _, raw in issued]
+    finally:
+        pks = [row.pk for row, _ in issued]
+        AgentToken.objects.filter(pk__in=pks).update(revoked_at=timezone.now())
+
+
+@contextmanager
 def compressed_policy(*, scenario: Scenario, speed: float) -> Iterator[None]:
     """Scale web_search's fleet cooldowns to the replay's clock; restore them afterwards."""
     tool, _ = Tool.objects.get_or_create(name=SEARCH)
@@ -137,7 +149,6 @@ def simulate_modes(
     speed: float,
     url: str,
     token: AgentToken,
-    raw_token: str,
     on_run: Callable[[str, RunRecord], None] | None = None,
     on_mode: Callable[[str], None] | None = None,
     fleet_push: bool = True,
@@ -168,7 +179,6 @@ def simulate_modes(
                     scenario=scenario,
                     speed=speed,
                     url=url,
-                    raw_token=raw_token,
                     batch=batch,
                     on_run=on_run,
                     fleet_push=fleet_push,
@@ -198,7 +208,6 @@ def _replay_one(
     scenario: Scenario,
     speed: float,
     url: str,
-    raw_token: str,
     batch: str,
     on_run: Callable[[str, RunRecord], None] | None,
     fleet_push: bool,
@@ -220,17 +229,19 @@ def _replay_one(
             "agent": agent,
         },
     )
-    result: ModeResult = replay_mode(
-        scenario=scenario,
-        mode=mode,
-        url=url,
-        token=raw_token,
-        speed=speed,
-        worker_prefix=row.worker_prefix,
-        on_run=(lambda record: on_run(mode, record)) if on_run else None,
-        fleet_push=fleet_push,
-        player=player,
-    )
+    worker_ids = replay_worker_ids(scenario=scenario, mode=mode, prefix=row.worker_prefix)
+    with worker_tokens(worker_ids) as tokens:
+        result: ModeResult = replay_mode(
+            scenario=scenario,
+            mode=mode,
+            url=url,
+            token=tokens,
+            speed=speed,
+            worker_prefix=row.worker_prefix,
+            on_run=(lambda record: on_run(mode, record)) if on_run else None,
+            fleet_push=fleet_push,
+            player=player,
+        )
     summary = {**result.summary(scenario), "agent": agent, "agent_errors": errors()}
     row.finished_at = timezone.now()
     row.summary = summary

@@ -102,7 +102,6 @@ def play_outage(
             speed=speed,
             url=url,
             token=token,
-            raw_token=raw,
             on_run=on_run,
             on_mode=on_mode,
             fleet_push=fleet_push,

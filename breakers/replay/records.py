@@ -14,8 +14,8 @@ from django.db.models import Q
 
 from breakers.replay.result import batch_label
 from breakers.replay.scenario import MODES
-from runs.economics import Period
 from runs.models import OutageReplay
+from runs.outage_economics import Period
 
 MAX_REPLAYS_LISTED = 200
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from breakers.alert_messages import SlackMessage
+    from breakers.transports.slack_messages import SlackMessage
 
 __all__ = ("Transport", "TransportError")
 

@@ -22,7 +22,7 @@ from slack_sdk.webhook import WebhookClient
 from breakers.transports import Transport, TransportError
 
 if TYPE_CHECKING:
-    from breakers.alert_messages import SlackMessage
+    from breakers.transports.slack_messages import SlackMessage
 
 __all__ = (
     "CHANNEL_ERRORS",

@@ -26,9 +26,10 @@ from django.db.models import Case, Count, F, IntegerField, Value, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from breakers.fleet.rules import OUT_STATES
+from breakers.fleet.rules import OUT_STATES, TrialMode
+from breakers.fleet.store import ToolState
+from breakers.fleet_service import fleet_store
 from breakers.models import Tool, effective_policy, ms_to_datetime
-from breakers.services import fleet_store
 from runs.models import BreakerState, ReportedTransition, Run, RunStatus, Scope, Worker
 
 # A worker is live if it sent a batch in the last five minutes: agents report as they work, so a
@@ -94,6 +95,8 @@ class LiveTool:
     reason: str
     consecutive: int
     streak_workers: dict[str, int]
+    # Half-open for an agent's trial (no probe) and no agent holds the lease: since when.
+    waiting_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class BoardRow:
     min_workers: int
     workers_open: tuple[str, ...]
     runs_removed: int
+    # Half-open, waiting for a run that offers the tool to make its trial call: since when.
+    waiting_since: datetime | None = None
 
     @property
     def severity(self) -> int:
@@ -134,6 +139,7 @@ class BoardRow:
         return [
             self.pk, self.name, self.state, since, self.reason, self.consecutive, self.threshold,
             self.streak_workers, self.min_workers, self.workers_open, self.runs_removed,
+            self.waiting_since.isoformat() if self.waiting_since else None,
         ]  # fmt: skip
 
 
@@ -187,7 +193,7 @@ def fleet_board(*, filters: BoardFilters, now: datetime | None = None) -> Board:
     )
     truncated = len(tools) > BOARD_MAX_TOOLS
     tools = tools[:BOARD_MAX_TOOLS]
-    counters, live = read_live_tools(tool.name for tool in tools)
+    counters, live = read_live_tools((tool.name for tool in tools), now=now)
     workers_open = worker_scope_open(now=now)
     runs_removed = run_removals(now=now)
     rows = [_row(tool, live.get(tool.name), counters, workers_open, runs_removed) for tool in tools]
@@ -240,20 +246,26 @@ def _row(
         min_workers=policy.min_workers,
         workers_open=workers_open.get(tool.name, ()),
         runs_removed=runs_removed.get(tool.name, 0),
+        waiting_since=None if live is None else live.waiting_since,
     )
 
 
-def read_live_tools(names: Iterable[str]) -> tuple[Counters, dict[str, LiveTool]]:
+def read_live_tools(
+    names: Iterable[str], *, now: datetime | None = None
+) -> tuple[Counters, dict[str, LiveTool]]:
     """Every named tool's state, consecutive count and streak workers: one pipelined round trip.
 
     ``(UNAVAILABLE, {})`` when Redis cannot be reached (its client has a socket timeout), and
     ``(REBUILDING, …)`` when Redis has lost the fleet's state and Celery's tick is restoring it
     from the database; tools missing from the result are shown from the database's copy.
     """
+    store = fleet_store()
     try:
-        generation, tools = fleet_store().live(list(names))
+        generation, tools = store.live(list(names))
     except redis.RedisError:
         return Counters.UNAVAILABLE, {}
+    now_ms = int((now or timezone.now()).timestamp() * 1000)
+    default_trial = store.defaults.trial.value
     live = {
         name: LiveTool(
             state=tool.state.state.value,
@@ -261,10 +273,22 @@ def read_live_tools(names: Iterable[str]) -> tuple[Counters, dict[str, LiveTool]
             reason=tool.state.reason,
             consecutive=tool.state.consecutive,
             streak_workers=tool.workers,
+            waiting_since=waiting_for_trial(tool.state, default_trial=default_trial, now=now_ms),
         )
         for name, tool in tools.items()
     }
     return (Counters.REBUILDING if generation is None else Counters.LIVE), live
+
+
+def waiting_for_trial(state: ToolState, *, default_trial: str, now: int) -> datetime | None:
+    """Since when a half-open tool without a probe has waited for an agent's trial call: no
+    run that offers it holds the lease (since it went half-open, or the last lease lapsed).
+    No Celery probe retries such a tool, so the board says how long it has waited."""
+    if state.state != BreakerState.HALF_OPEN or (state.trial or default_trial) != TrialMode.LEASE:
+        return None
+    if state.lease_holder and now < state.lease_until:
+        return None  # a worker holds the lease: its run's call is on its way
+    return ms_to_datetime(max(state.since, state.lease_until))
 
 
 def worker_scope_open(*, now: datetime) -> dict[str, tuple[str, ...]]:

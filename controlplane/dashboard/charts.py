@@ -25,7 +25,12 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from runs.economics import MET_FAILED_THROUGH, MET_HEALTHY, MET_REFUSED_FAST, MET_TOOL_REMOVED
+from runs.outage_economics import (
+    MET_FAILED_THROUGH,
+    MET_HEALTHY,
+    MET_REFUSED_FAST,
+    MET_TOOL_REMOVED,
+)
 
 __all__ = (
     "MET_CATEGORIES",

@@ -1,6 +1,6 @@
 """The outage economics charts: an incident's runs and a batch of replays drawn as duration and
-spend side by side (``runs.economics`` computes the figures, ``breakers.replay.outage`` reads the
-replays). Every chart draws a bounded sample.
+spend side by side (``runs.outage_economics`` computes the figures, ``breakers.replay.outage``
+reads the replays). Every chart draws a bounded sample.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from breakers.replay.outage import (
 from controlplane.dashboard import charts
 from controlplane.dashboard.charts import ModeBar, RunPoint, Span
 from controlplane.dashboard.incidents import ReplayWindow, measured_windows
-from runs.economics import (
+from runs.models import OutageReplay, Run, Worker
+from runs.outage_economics import (
     Headline,
     Period,
     PeriodStats,
@@ -50,7 +51,6 @@ from runs.economics import (
     runs_reaching_for,
     usd,
 )
-from runs.models import OutageReplay, Run, Worker
 
 MAX_CHART_RUNS = 5_000
 

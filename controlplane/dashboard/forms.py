@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from breakers.fleet.rules import OperatorActionKind
-from breakers.services import MAX_REASON_CHARS
+from breakers.fleet_service import MAX_REASON_CHARS
 from runs.models import RunStatus
 
 DEGRADED_CHOICES = [("", "any"), ("yes", "degraded"), ("no", "not degraded")]

@@ -22,8 +22,8 @@ from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
 from breakers.replay.outage import ReplayResult, mode_order, replay_speed
 from controlplane.dashboard.queries import WindowPage, page_window
+from runs.incident_runs import IncidentMeasures, incident_measures, runs_affected
 from runs.models import OutageReplay, Outcome, Run, ToolCall
-from runs.queries import IncidentMeasures, incident_measures, runs_affected
 
 INCIDENTS_PER_PAGE = 50
 MAX_WORKER_GROUPS = 30
@@ -385,5 +385,5 @@ def incident_alerts(*, incident: Incident) -> list[AlertEntry]:
 
 
 def measures(*, tool_name: str, start: datetime, end: datetime) -> Measures:
-    """What happened around the tool over [start, end) (the shared definition in runs.queries)."""
+    """What happened around the tool over [start, end) (shared: ``runs.incident_runs``)."""
     return incident_measures(tool=tool_name, start=start, end=end)

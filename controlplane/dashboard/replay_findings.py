@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from breakers.replay.outage import REMOVAL_MODES, ReplayResult, Scenario
 from controlplane.dashboard.economics import OutageComparison
-from runs.economics import TIMES
-from runs.queries import IncidentMeasures
+from runs.incident_runs import IncidentMeasures
+from runs.outage_economics import TIMES
 
 __all__ = (
     "ReplayFindings",

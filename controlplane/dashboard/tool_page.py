@@ -16,6 +16,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from breakers.fleet.rules import OUT_STATES
+from breakers.fleet_service import UnknownToolError, fleet_tool_details
 from breakers.models import (
     FleetTransition,
     Incident,
@@ -25,7 +26,6 @@ from breakers.models import (
     ToolPolicy,
     effective_policy,
 )
-from breakers.services import UnknownToolError, fleet_tool_details
 from controlplane.dashboard.board import ACTIVE_RUN_WINDOW, WORKER_LIVE_WINDOW, WORKER_OUT_STATES
 from runs.models import (
     BreakerState,

@@ -1,5 +1,5 @@
 """Dashboard pages: thin function views over the read functions of this app and the fleet
-services of ``breakers.services``.
+services of ``breakers.fleet_service``.
 
 Login is enforced for every page by ``controlplane.middleware.LoginRequiredMiddleware``; acting on a
 breaker needs an operator (``operator_required``), whatever the page showed.
@@ -25,16 +25,16 @@ from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRefresh, trigger_client_event
 
+from breakers.access.operators import is_operator, operator_required
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import AlertState, Incident, OperatorAction, Tool
-from breakers.permissions import is_operator, operator_required
-from breakers.services import (
+from breakers.fleet_service import (
     FleetInputError,
     NotForcedError,
     UnknownToolError,
     fleet_operator_action,
     tool_policy_update,
 )
+from breakers.models import AlertState, Incident, OperatorAction, Tool
 from controlplane.dashboard.alerts_page import alerts_page
 from controlplane.dashboard.board import (
     ACTIVE_RUN_WINDOW,

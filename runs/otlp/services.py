@@ -17,11 +17,12 @@ from typing import Any
 from django.conf import settings
 from django.db import DataError, connection
 
+from runs.batch_checks import validate_events
 from runs.models import AgentToken, Run, RunSource, RunStatus
 from runs.otlp.decode import DecodedExport
 from runs.otlp.mapping import MappedExport, MappingConfig, RunFacts, map_spans
 from runs.otlp.pricing import price_tokens
-from runs.services import TokenMismatch, ingest_batch, validate_events
+from runs.services import TokenMismatch, ingest_batch
 
 __all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
 

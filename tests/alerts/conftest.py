@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from breakers.fleet_service import fleet_store
 from breakers.models import AlertChannel
-from breakers.services import fleet_store
 from scripts.testing.fake_slack import FakeSlackServer
 
 

@@ -7,13 +7,13 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import FleetTransition, OperatorAction, Tool
-from breakers.services import (
+from breakers.fleet_service import (
     fleet_operator_action,
     fleet_record_tool_calls,
     fleet_tick,
     fleet_trial_acquire,
 )
+from breakers.models import FleetTransition, OperatorAction, Tool
 from runs.models import AgentToken
 from scripts.testing.fleet_calls import fleet_call
 

@@ -17,12 +17,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from breakers.alert_messages import format_duration
 from breakers.alerts import Delivery, deliver_alert, retry_delay, sweep_alerts
+from breakers.alerts.ratelimit import ChannelRateLimiter
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_tick
 from breakers.models import Alert, AlertChannel, AlertKind, AlertState, Incident, Tool
-from breakers.ratelimit import ChannelRateLimiter
-from breakers.services import fleet_operator_action, fleet_tick
+from breakers.transports.slack_messages import format_duration
 from runs.services import ingest_batch
 from scripts.testing.fake_slack import (
     INVALID_PAYLOAD,

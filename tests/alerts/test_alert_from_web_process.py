@@ -35,8 +35,15 @@ def test_a_fleet_opening_in_a_web_process_reaches_slack_without_the_sweep(
     channel: AlertChannel,
     slack_server: FakeSlackServer,
 ) -> None:
-    token = AgentToken.issue(name="agents")[1]
-    planes = [ControlPlane(web_server.url, token=token, worker_id=f"w{i}") for i in (1, 2)]
+    # One token per worker, bound to it: the default quorum counts tokens.
+    planes = [
+        ControlPlane(
+            web_server.url,
+            token=AgentToken.issue(name=f"agent w{i}", worker_id=f"w{i}")[1],
+            worker_id=f"w{i}",
+        )
+        for i in (1, 2)
+    ]
     try:
         for plane, failures in zip(planes, (3, 2), strict=True):
             run = plane.start_run(agent="research", step_budget=20)

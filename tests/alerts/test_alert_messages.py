@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from breakers.alert_messages import (
+from breakers.transports.slack import SlackTransport
+from breakers.transports.slack_messages import (
     FALLBACK_TEXT_MAX,
     FIELD_TEXT_MAX,
     HEADER_TEXT_MAX,
@@ -36,7 +37,6 @@ from breakers.alert_messages import (
     limit_problems,
     slack_length,
 )
-from breakers.transports.slack import SlackTransport
 from scripts.testing.fake_slack import FakeSlackServer
 
 SINCE = datetime(2026, 11, 29, 9, 12, 4, tzinfo=UTC)

@@ -12,7 +12,7 @@ import redis
 from django.conf import settings
 from pytest_django.fixtures import Settings
 
-from breakers.ratelimit import ChannelRateLimiter, limiter_from_settings
+from breakers.alerts.ratelimit import ChannelRateLimiter, limiter_from_settings
 
 CHANNEL = "https://hooks.slack.com/services/T0/B0/XXXXXXXXXXXXXXXXXXXXsecret"
 

@@ -12,13 +12,13 @@ from email.utils import format_datetime
 import pytest
 from pytest_django.fixtures import Settings
 
-from breakers.alert_messages import OpenedAlert, SlackMessage, build_opened_message
 from breakers.transports import TransportError
 from breakers.transports.slack import (
     MAX_RETRY_AFTER_SECONDS,
     SlackTransport,
     parse_retry_after,
 )
+from breakers.transports.slack_messages import OpenedAlert, SlackMessage, build_opened_message
 from scripts.testing.fake_slack import (
     CHANNEL_ARCHIVED,
     DEFAULT_WEBHOOK_PATH,

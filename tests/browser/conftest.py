@@ -7,10 +7,7 @@ Never ``playwright install``: no browser is downloaded. The tests use the system
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,26 +15,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.browser.support import CHROMIUM_ARGS, PageWatch, find_chromium
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-def find_chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return shutil.which("chromium")
 
 
 @pytest.fixture(scope="package")
@@ -69,14 +50,6 @@ def browser() -> Iterator[Browser]:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@dataclass
-class PageWatch:
-    """What the page did that a test must notice: dialogs (an XSS fired) and script errors."""
-
-    dialogs: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 @pytest.fixture

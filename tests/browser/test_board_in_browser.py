@@ -20,11 +20,11 @@ import redis
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, Response, expect
 
+from breakers.access.operators import operators_group
+from breakers.fleet_service import fleet_store, fleet_tool_details
 from breakers.models import OperatorAction, Tool
-from breakers.permissions import operators_group
-from breakers.services import fleet_store, fleet_tool_details
 from runs.models import AgentToken
-from tests.browser.conftest import PageWatch
+from tests.browser.support import PageWatch
 from tests.dashboard.factories import HOSTILE_NAME, HOSTILE_SCRIPT
 
 pytestmark = pytest.mark.browser
@@ -61,10 +61,14 @@ Agent = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def agent(live_server: Any, fleet_redis: redis.Redis) -> Agent:
-    """Report one run of tool calls from a worker through the live server's ingest API."""
-    _, token = AgentToken.issue(name="browser-test-agents")
+    """Report one run of tool calls from a worker through the live server's ingest API, each
+    worker with its own token bound to it (the default quorum counts tokens)."""
+    tokens: dict[str, str] = {}
 
     def report(worker_id: str, tool: str, *outcomes: str) -> dict[str, Any]:
+        if worker_id not in tokens:
+            tokens[worker_id] = AgentToken.issue(name=f"agent {worker_id}", worker_id=worker_id)[1]
+        token = tokens[worker_id]
         run_id = f"r-browser-{next(_ids)}"
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         events: list[dict[str, Any]] = [

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, Route, expect
 
-from tests.browser.conftest import PageWatch
+from tests.browser.support import PageWatch
 from tests.dashboard.factories import T0
 from tests.dashboard.outage_story import make_incident_story, make_replay_batch
 

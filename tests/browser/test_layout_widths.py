@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
-from breakers.permissions import operators_group
+from breakers.access.operators import operators_group
 from runs.models import Run
 from tests.dashboard.factories import (
     T0,

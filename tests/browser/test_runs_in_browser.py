@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from runs.models import Run
-from tests.browser.conftest import PageWatch
+from tests.browser.support import PageWatch
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     HOSTILE_SCRIPT,

@@ -31,12 +31,12 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from breakers.access.operators import operators_group
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_store, fleet_tick
 from breakers.models import Incident, Tool
-from breakers.permissions import operators_group
-from breakers.services import fleet_operator_action, fleet_store, fleet_tick
 from runs.models import Run, Worker
-from tests.browser import conftest
+from tests.browser import support
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     T0,
@@ -55,7 +55,7 @@ from tests.dashboard.factories import (
 from tests.dashboard.live import calls, event_id, iso, run_started, send
 from tests.dashboard.outage_story import make_incident_story, make_replay_batch
 
-SCREENSHOTS_DIR = Path(os.environ.get("BP_SCREENSHOTS_DIR") or conftest.SCREENSHOTS_DIR)
+SCREENSHOTS_DIR = Path(os.environ.get("BP_SCREENSHOTS_DIR") or support.SCREENSHOTS_DIR)
 WIDTH = int(os.environ.get("BP_SCREENSHOTS_WIDTH") or 1440)
 PHONE = 390
 

@@ -10,8 +10,8 @@ import redis
 from django.contrib.auth.models import User
 from django.test import Client
 
-from breakers.permissions import operators_group
-from breakers.services import fleet_store
+from breakers.access.operators import operators_group
+from breakers.fleet_service import fleet_store
 
 
 @pytest.fixture

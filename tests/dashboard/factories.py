@@ -174,7 +174,7 @@ def make_outage_run(run_id: str = "r-118", *, tool: str = "web_search", **fields
     return run
 
 
-# -- fleet rows (what breakers.services writes), for pages that show history ----------------------
+# -- fleet rows (what breakers.fleet_service writes), for pages that show history -----------------
 
 
 def make_tool(name: str = "web_search", *, state: str = "closed", **fields: Any) -> Tool:

@@ -7,14 +7,21 @@ from datetime import timedelta
 
 import pytest
 import redis
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import (
+    fleet_operator_action,
+    fleet_rebuild,
+    fleet_tick,
+    fleet_trial_acquire,
+    tool_policy_update,
+)
 from breakers.models import Tool
-from breakers.services import fleet_operator_action, fleet_rebuild
 from controlplane.dashboard.board import BoardFilters, fleet_board
 from runs.models import RunStatus, Worker
 from tests.dashboard.factories import (
@@ -349,3 +356,49 @@ def test_make_tool_factory_tools_without_redis_state_show_the_database_copy(
     html = viewer_client.get("/").content.decode()
     row = row_html(html, "legacy_tool")
     assert "state-forced-closed" in row and "kept on by ops" in row
+
+
+def test_a_half_open_tool_without_a_taker_says_how_long_it_has_waited_for_a_trial(
+    viewer_client: Client, fleet_redis: redis.Redis
+) -> None:
+    # Issue 23: no probe, and no run that offers the tool has taken its lease. Nothing retries
+    # it, so the board says so, and for how long.
+    open_fleet_breaker("web_search")
+    half_open_at = timezone.now() + timedelta(seconds=31)
+    fleet_tick(now=half_open_at)
+    later = half_open_at + timedelta(minutes=10)
+
+    [row] = fleet_board(filters=BoardFilters(), now=later).rows
+    assert (row.state, row.waiting_since) == ("half_open", Tool.objects.get().since)
+    assert row.waiting_since is not None
+    assert abs((row.waiting_since - half_open_at).total_seconds()) < 1
+    html = viewer_client.get("/").content.decode()
+    assert "waiting for a trial for" in row_html(html, "web_search")
+
+    lease = fleet_trial_acquire(tool_name="web_search", worker_id="w-3", now=later)
+    assert lease.granted
+    [row] = fleet_board(filters=BoardFilters(), now=later + timedelta(seconds=1)).rows
+    assert row.waiting_since is None  # a worker's run is about to make the call
+    html = viewer_client.get("/").content.decode()
+    assert "waiting for a trial" not in row_html(html, "web_search")
+
+    lapsed = later + timedelta(seconds=settings.BREAKER_TRIAL_LEASE_SECONDS + 1)
+    [row] = fleet_board(filters=BoardFilters(), now=lapsed).rows
+    assert row.waiting_since is not None  # the lease lapsed unused: waiting again, since then
+    assert abs((row.waiting_since - lapsed).total_seconds()) < 2
+
+
+def test_a_closed_or_probed_tool_never_waits_for_a_trial(
+    viewer_client: Client, fleet_redis: redis.Redis
+) -> None:
+    calls("calendar", "w-1", "success")
+    open_fleet_breaker("web_search")
+    probe = {"probe_kind": "http", "probe_url": "http://127.0.0.1:9/health"}
+    tool_policy_update(tool_name="web_search", changes=probe, actor="test")
+    fleet_tick(now=timezone.now() + timedelta(seconds=31))
+    board = fleet_board(filters=BoardFilters(), now=timezone.now() + timedelta(minutes=10))
+    assert {row.name: row.waiting_since for row in board.rows} == {
+        "web_search": None,
+        "calendar": None,
+    }
+    assert "waiting for a trial" not in viewer_client.get("/").content.decode()

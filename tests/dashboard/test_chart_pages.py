@@ -11,8 +11,8 @@ from typing import Any
 from django.test import Client
 from pytest_django import DjangoAssertNumQueries
 
-from runs.economics import TIMES
 from runs.models import OutageReplay
+from runs.outage_economics import TIMES
 from tests.dashboard.factories import T0, make_incident, make_tool
 from tests.dashboard.outage_story import make_incident_story, make_replay_batch
 

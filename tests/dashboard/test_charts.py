@@ -22,7 +22,7 @@ from controlplane.dashboard.charts import (
     met_scatter_figure,
     mode_comparison_figure,
 )
-from runs.economics import TIMES
+from runs.outage_economics import TIMES
 from tests.dashboard.factories import T0
 
 OPENED = T0

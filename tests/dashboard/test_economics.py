@@ -21,13 +21,13 @@ from controlplane.dashboard.economics import (
     outage_comparison,
     sample_runs,
 )
-from runs.economics import (
+from runs.models import OutageReplay, Run
+from runs.outage_economics import (
     TIMES,
     PeriodStats,
     classified_runs,
     compare,
 )
-from runs.models import OutageReplay, Run
 from tests.dashboard.factories import (
     T0,
     make_run,

@@ -12,10 +12,10 @@ from pytest_django import DjangoAssertNumQueries
 
 from breakers.alerts import incident_cost
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action
 from breakers.models import Incident
-from breakers.services import fleet_operator_action
 from controlplane.dashboard.incidents import incident_alerts, incident_page
-from runs.queries import incident_measures, runs_affected
+from runs.incident_runs import incident_measures, runs_affected
 from tests.dashboard.factories import (
     HOSTILE_NAME,
     HOSTILE_SCRIPT,

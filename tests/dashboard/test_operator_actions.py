@@ -10,8 +10,8 @@ import redis
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
+from breakers.fleet_service import fleet_tool_details
 from breakers.models import OperatorAction, Tool, ToolPolicy
-from breakers.services import fleet_tool_details
 from tests.dashboard.live import calls, open_fleet_breaker
 
 HTMX = {"HX-Request": "true"}

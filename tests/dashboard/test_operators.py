@@ -10,7 +10,7 @@ from django.test import Client, RequestFactory
 from django.urls import include, path
 from pytest_django import DjangoAssertNumQueries
 
-from breakers.permissions import OPERATORS_GROUP, is_operator, operator_required
+from breakers.access.operators import OPERATORS_GROUP, is_operator, operator_required
 
 
 @operator_required

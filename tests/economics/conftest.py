@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.db import connection
 
-from breakers.services import fleet_state, fleet_tick
+from breakers.fleet_service import fleet_state, fleet_tick
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from breakers.replay.outage import ReplayBatch, Scenario
 from controlplane.dashboard.economics import outage_comparison
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
-from runs.economics import TIMES
+from runs.incident_runs import IncidentMeasures
 from runs.models import OutageReplay
-from runs.queries import IncidentMeasures
+from runs.outage_economics import TIMES
 
 pytestmark = pytest.mark.django_db
 

@@ -31,8 +31,8 @@ from breakers.replay.outage import (
 )
 from controlplane.dashboard.economics import incident_charts, outage_comparison
 from controlplane.dashboard.incidents import incident_page, measured_windows
-from runs.economics import runs_reaching_for
 from runs.models import IngestedEvent, OutageReplay, Run
+from runs.outage_economics import runs_reaching_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

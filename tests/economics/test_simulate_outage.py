@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
+from breakers.models import Tool
 from breakers.replay.outage import Scenario, play_outage
 from runs.models import OutageReplay, Run, RunStatus
 
@@ -59,6 +60,10 @@ def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(
     assert fleet["model_spend_usd"] < 0.5 * none["model_spend_usd"]
     assert fleet["web_search_calls"] * 3 < none["web_search_calls"]
     assert fleet["degraded_runs"] > 0
+    # After the vendor came back, one of the replay's runs took the half-open trial (the tool
+    # has no probe), so the demo ends with the tool closed, its incident over.
+    assert fleet["recovery_lag_s"] is not None
+    assert Tool.objects.get(name="web_search").state == "closed"
 
 
 def test_the_command_says_clearly_when_no_control_plane_answers() -> None:

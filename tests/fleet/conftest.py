@@ -1,10 +1,9 @@
-"""Fixtures for the fleet tests: Redis with fleet keys cleared, tokens, an ingest helper."""
+"""Fixtures for the fleet tests: the store on a cleared Redis, tokens, an ingest helper (helpers in
+``support``; ``fleet_redis`` is the root conftest's)."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,29 +11,9 @@ import redis
 from django.test import Client
 
 from breakers.fleet.store import FleetStore
-from breakers.services import fleet_store
+from breakers.fleet_service import fleet_store
 from runs.models import AgentToken
-
-T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
-_ids = itertools.count(1)
-
-
-def delete_fleet_keys(client: redis.Redis) -> None:
-    keys = list(client.scan_iter(match="bp:*", count=1000))
-    if keys:
-        client.delete(*keys)
-
-
-@pytest.fixture
-def fleet_redis() -> Iterator[redis.Redis]:
-    """This session's Redis with every fleet key (``bp:*``) deleted before and after the test.
-
-    Not FLUSHDB: the Celery broker lives in the same database and its bindings must survive.
-    """
-    client = fleet_store().client
-    delete_fleet_keys(client)
-    yield client
-    delete_fleet_keys(client)
+from tests.fleet.support import Report, bound_token, next_id, run_started, tool_call
 
 
 @pytest.fixture
@@ -52,48 +31,25 @@ def operator_token(db: None) -> str:
     return AgentToken.issue(name="ops-bot", is_operator=True)[1]
 
 
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
+@pytest.fixture
+def worker_token(db: None) -> Callable[[str], str]:
+    """The token of a worker, issued on first use and bound to it: one token per worker, as a
+    deployment protected by the default token quorum has, so each counts once."""
+    tokens: dict[str, str] = {}
 
+    def token_of(worker: str) -> str:
+        if worker not in tokens:
+            tokens[worker] = bound_token(worker)
+        return tokens[worker]
 
-def iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def tool_call(run_id: str, tool: str, outcome: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": f"tc-{next(_ids)}",
-        "type": "tool.call",
-        "ts": iso(T0),
-        "run_id": run_id,
-        "step": 1,
-        "tool": tool,
-        "outcome": outcome,
-        "attempts": 1,
-        "error": "" if outcome == "success" else "ToolFailure: 503 from vendor",
-        **fields,
-    }
-
-
-def run_started(run_id: str) -> dict[str, Any]:
-    return {
-        "id": f"rs-{next(_ids)}",
-        "type": "run.started",
-        "ts": iso(T0),
-        "run_id": run_id,
-        "agent": "research",
-        "step_budget": 20,
-    }
-
-
-Report = Callable[..., dict[str, Any]]
+    return token_of
 
 
 @pytest.fixture
-def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report:
-    """Post ``tool.call`` outcomes for one tool from ``worker`` through ``POST /api/v1/events``
-    (a fresh run per call of this helper; ``trial`` flags them as made under a trial lease);
-    returns the JSON reply."""
+def report(client: Client, worker_token: Callable[[str], str], fleet_redis: redis.Redis) -> Report:
+    """Post ``tool.call`` outcomes for one tool from ``worker`` (with its own bound token)
+    through ``POST /api/v1/events`` (a fresh run per call of this helper; ``trial`` flags them
+    as made under a trial lease); returns the JSON reply."""
 
     def post(
         worker: str,
@@ -103,7 +59,7 @@ def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report
         trial: bool = False,
         ts: str | None = None,
     ) -> Any:
-        run_id = f"r-{next(_ids)}"
+        run_id = f"r-{next_id()}"
         batch = (
             events
             if events is not None
@@ -119,7 +75,7 @@ def report(client: Client, agent_token: str, fleet_redis: redis.Redis) -> Report
             "/api/v1/events",
             {"worker_id": worker, "events": batch},
             content_type="application/json",
-            headers={"Authorization": f"Bearer {agent_token}"},
+            headers={"Authorization": f"Bearer {worker_token(worker)}"},
         )
         assert response.status_code == 200, response.content
         return response.json()

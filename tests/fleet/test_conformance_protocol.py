@@ -14,7 +14,7 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
-from breakers.services import fleet_tick
+from breakers.fleet_service import fleet_tick
 from runs.models import AgentToken
 from tests.conformance_runner import Case, CaseError, Matcher, build_batch, cases, check_batch
 
@@ -34,7 +34,20 @@ class Exchanges:
             "operator": AgentToken.issue(name="conformance-ops", is_operator=True)[1],
             "wrong": "bp_not_a_token",
         }
+        self.worker_tokens: dict[str, str] = {}
         self.etag: str | None = None
+
+    def token_for(self, request: dict[str, Any]) -> str:
+        """An ``agent`` request naming a worker goes with that worker's own token, bound to it
+        (the README: each worker has its own; the default quorum counts tokens)."""
+        body = request.get("json")
+        worker = body.get("worker_id") if isinstance(body, dict) else None
+        if request["auth"] != "agent" or not isinstance(worker, str) or not worker:
+            return self.tokens[request["auth"]]
+        if worker not in self.worker_tokens:
+            bound = AgentToken.issue(name=f"conformance {worker}", worker_id=worker)[1]
+            self.worker_tokens[worker] = bound
+        return self.worker_tokens[worker]
 
     def play(self, exchange: dict[str, Any]) -> None:
         if "control_plane" in exchange:
@@ -47,7 +60,7 @@ class Exchanges:
     def send(self, request: dict[str, Any]) -> Any:
         headers: dict[str, str] = {}
         if request["auth"] != "none":
-            headers["Authorization"] = f"Bearer {self.tokens[request['auth']]}"
+            headers["Authorization"] = f"Bearer {self.token_for(request)}"
         if request.get("if_none_match") == "last":
             if self.etag is None:
                 raise CaseError("if_none_match: no ETag seen yet in this case")

@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from breakers.fleet_service import fleet_store
 from breakers.models import Tool
-from breakers.services import fleet_store
-from tests.fleet.conftest import Report
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -10,10 +11,10 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_tick
 from breakers.models import Tool
-from breakers.services import fleet_operator_action, fleet_tick
 from runs.models import AgentToken
-from tests.fleet.conftest import Report, iso
+from tests.fleet.support import Report, iso
 
 pytestmark = pytest.mark.django_db
 FLEET = "/api/v1/fleet"
@@ -81,14 +82,18 @@ def test_half_open_says_who_makes_the_trial(
 
 
 def test_one_worker_gets_the_trial_lease_and_its_call_decides(
-    client: Client, agent_token: str, report: Report
+    client: Client, worker_token: Callable[[str], str], report: Report
 ) -> None:
     open_breaker(report)
     fleet_tick(now=timezone.now() + timedelta(seconds=31))
     url = "/api/v1/tools/web_search/trial"
-    ask: dict[str, Any] = {"content_type": "application/json", "headers": bearer(agent_token)}
-    first = client.post(url, {"worker_id": "w3"}, **ask).json()
-    second = client.post(url, {"worker_id": "w4"}, **ask).json()
+
+    def ask(worker: str) -> Any:
+        headers = bearer(worker_token(worker))
+        body = {"worker_id": worker}
+        return client.post(url, body, content_type="application/json", headers=headers).json()
+
+    first, second = ask("w3"), ask("w4")
     assert first["granted"] is True and first["expires_at"] is not None
     assert second == {"granted": False, "window": 1, "expires_at": None}
     report("w4", "web_search", "success", trial=True)  # not the lease holder: decides nothing

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import redis
 
+from breakers.fleet_service import fleet_store
 from breakers.models import FleetTransition, Incident, Tool
-from breakers.services import fleet_store
 from runs.models import AgentToken, ToolCall
 from scripts.testing.processes import WebServerProcess
-from tests.fleet.conftest import run_started, tool_call
+from tests.fleet.support import run_started, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS_PER_WORKER = 4
@@ -47,13 +47,16 @@ def post(url: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def hammer(server: WebServerProcess, token: str, workers: list[str], tool: str) -> list[str]:
-    """Every thread starts a run, then reports its failures one request at a time."""
+def hammer(server: WebServerProcess, workers: list[str], tool: str) -> list[str]:
+    """Every thread starts a run, then reports its failures one request at a time; each worker
+    has its own token, bound to it (so each counts once in the default token quorum)."""
+    tokens = {w: AgentToken.issue(name=f"hammer {w}", worker_id=w)[1] for w in workers}
     errors: list[str] = []
     barrier = threading.Barrier(len(workers) * THREADS_PER_WORKER)
 
     def agent(worker: str) -> None:
         run_id = f"r-{worker}-{next(_runs)}"
+        token = tokens[worker]
         try:
             post(server.url, token, {"worker_id": worker, "events": [run_started(run_id)]})
             barrier.wait(timeout=30)
@@ -78,14 +81,14 @@ def hammer(server: WebServerProcess, token: str, workers: list[str], tool: str) 
 
 
 @pytest.fixture
-def token(transactional_db: None, fleet_redis: redis.Redis) -> str:
-    return AgentToken.issue(name="hammer")[1]
+def fleet(transactional_db: None, fleet_redis: redis.Redis) -> None:
+    """A fresh database and fleet store."""
 
 
 def test_two_workers_hammering_one_tool_open_it_exactly_once(
-    web_server: WebServerProcess, token: str
+    web_server: WebServerProcess, fleet: None
 ) -> None:
-    assert hammer(web_server, token, ["w1", "w2"], "web_search") == []
+    assert hammer(web_server, ["w1", "w2"], "web_search") == []
     calls = 2 * THREADS_PER_WORKER * CALLS_PER_THREAD
     assert ToolCall.objects.filter(tool="web_search").count() == calls
     opening = FleetTransition.objects.get(tool__name="web_search")
@@ -97,8 +100,8 @@ def test_two_workers_hammering_one_tool_open_it_exactly_once(
     assert fleet_store().details("web_search").state.seq == 1  # type: ignore[union-attr]
 
 
-def test_one_worker_alone_never_opens_it(web_server: WebServerProcess, token: str) -> None:
-    assert hammer(web_server, token, ["misconfigured"], "web_search") == []
+def test_one_worker_alone_never_opens_it(web_server: WebServerProcess, fleet: None) -> None:
+    assert hammer(web_server, ["misconfigured"], "web_search") == []
     calls = THREADS_PER_WORKER * CALLS_PER_THREAD
     details = fleet_store().details("web_search")
     assert details.state is not None

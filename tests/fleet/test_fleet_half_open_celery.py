@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from breakers.fleet_service import fleet_record_tool_calls
 from breakers.models import FleetTransition, Incident, Probe, Tool, ToolPolicy
-from breakers.services import fleet_record_tool_calls
 from breakers.tasks import fleet_tick
 from scripts.testing.fleet_calls import fleet_call
 from scripts.testing.processes import CeleryBeatProcess, CeleryWorkerProcess

@@ -11,13 +11,13 @@ from django.db import DatabaseError, connection
 from django.test import Client
 from pytest_django.fixtures import Settings
 
-from breakers.backlog import apply_fleet_backlog
+from breakers.fleet_service import fleet_store
+from breakers.fleet_service.backlog import apply_fleet_backlog
 from breakers.models import FleetTransition, Incident, Tool
-from breakers.services import fleet_store
 from runs.models import FleetBacklog, Run, ToolCall
 from runs.services import ingest_batch
 from scripts.testing.processes import free_port
-from tests.fleet.conftest import Report, run_started, tool_call
+from tests.fleet.support import Report, run_started, tool_call
 
 pytestmark = pytest.mark.django_db
 

@@ -17,10 +17,11 @@ from django.test import Client
 
 from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane, PlaneConfig
-from breakers import services
-from breakers.fleet_watch import FleetWatch
+from breakers import fleet_service
+from breakers.fleet_api.long_poll import FleetWatch
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
+from tests.fleet.support import bound_token
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "web_search"}},
@@ -54,9 +55,11 @@ def names(tools: list[dict[str, Any]]) -> list[str]:
     return [tool["function"]["name"] for tool in tools]
 
 
-def _open_from_two_workers(url: str, token: str) -> None:
+def _open_from_two_workers(url: str) -> None:
     for worker, failures in (("worker-a", 3), ("worker-c", 2)):
-        plane = ControlPlane(url, token=token, worker_id=worker, config=PlaneConfig(fleet_wait=0))
+        plane = ControlPlane(
+            url, token=bound_token(worker), worker_id=worker, config=PlaneConfig(fleet_wait=0)
+        )
         run = plane.start_run(agent="research", step_budget=20)
         for _ in range(failures):
             run.record_failure("web_search", ToolFailure("503 from vendor", retryable=True))
@@ -79,7 +82,7 @@ def test_an_opening_is_pushed_to_a_waiting_worker(
         assert plane_b.flush()
         eventually(lambda: plane_b.fleet_sync.server_waits, "B's first long-poll to be held")
         assert names(run_b.available(TOOLS)) == ["web_search", "calculator"]
-        _open_from_two_workers(pushing_server.url, token)
+        _open_from_two_workers(pushing_server.url)
         eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
         assert run_b.removals()["web_search"].scope == "fleet"
     finally:
@@ -102,7 +105,7 @@ def test_a_server_that_does_not_hold_requests_is_polled(
         eventually(lambda: plane_b.stats.fleet_polls >= 2, "B to poll")
         assert not plane_b.fleet_sync.server_waits
         assert plane_b.fleet_sync.next_poll_delay() == 0.05
-        _open_from_two_workers(polling_server.url, token)
+        _open_from_two_workers(polling_server.url)
         eventually(lambda: names(run_b.available(TOOLS)) == ["calculator"], "B to drop the tool")
     finally:
         plane_b.close()
@@ -135,7 +138,7 @@ def test_an_announced_change_wakes_the_waiters_before_the_next_poll(
 ) -> None:
     # Polling once an hour: only the store's announcement (Redis pub/sub, which every server
     # process's watcher hears) can wake the waiter within the test.
-    store = services.fleet_store()
+    store = fleet_service.fleet_store()
     etag = ["v1"]
     watch = FleetWatch(
         lambda: (etag[0], f"state {etag[0]}"),

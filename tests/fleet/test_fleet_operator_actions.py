@@ -11,10 +11,10 @@ from django.db import DatabaseError, connection
 from django.test import Client
 
 from breakers.fleet.rules import OperatorActionKind
+from breakers.fleet_service import fleet_operator_action, fleet_store
 from breakers.models import FleetTransition, Incident, OperatorAction, Tool
-from breakers.services import fleet_operator_action, fleet_store
 from runs.models import AgentToken
-from tests.fleet.conftest import Report
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 

@@ -16,15 +16,15 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
-from breakers.models import POLICY_BOUNDS, OperatorAction, Tool, ToolPolicy
-from breakers.services import (
+from breakers.fleet_service import (
     fleet_operator_action,
     fleet_state,
     fleet_store,
     fleet_tick,
     fleet_tool_details,
 )
-from tests.fleet.conftest import Report
+from breakers.models import POLICY_BOUNDS, OperatorAction, Tool, ToolPolicy
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 
@@ -140,7 +140,7 @@ def test_one_tool_with_exponent_form_values_in_redis_does_not_stop_the_tick(
     _break_in_redis(fleet_redis, "bad_tool", open_until="1.0000017646336e+18", p_cooldown="1e+18")
     _break_in_redis(fleet_redis, "aaa_garbage", seq="x", auto="open", open_until="nonsense")
     fleet_redis.sadd(fleet_store().tools_key, "aaa_garbage")
-    with caplog.at_level(logging.ERROR, logger="breakers.services"):
+    with caplog.at_level(logging.ERROR, logger="breakers.fleet_service"):
         fleet_tick(now=timezone.now() + timedelta(hours=1))
     assert Tool.objects.get(name="good_tool").state == "half_open"
     assert Tool.objects.get(name="bad_tool").state == "open"
@@ -165,7 +165,7 @@ def test_an_exception_in_one_tools_step_is_logged_and_skipped(
         return advance(tool, now=now)
 
     monkeypatch.setattr(store, "advance", failing)
-    with caplog.at_level(logging.ERROR, logger="breakers.services"):
+    with caplog.at_level(logging.ERROR, logger="breakers.fleet_service"):
         fleet_tick(now=timezone.now() + timedelta(hours=1))
     assert Tool.objects.get(name="zzz_good").state == "half_open"
     assert any("aaa_bad" in record.getMessage() for record in caplog.records)
@@ -194,7 +194,7 @@ def _operator() -> Any:
 def test_an_operator_action_whose_recording_fails_after_redis_keeps_its_audit_row(
     report: Report, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from breakers.services import commands
+    from breakers.fleet_service import commands
 
     report("w1", "web_search", "success")
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from breakers.http import HttpError, http_request
 from breakers.models import ProbeKind, Tool, ToolPolicy
-from breakers.probes import run_callable_probe, run_http_probe
+from breakers.probes.outbound_http import HttpError, http_request
+from breakers.probes.runner import run_callable_probe, run_http_probe
 from scripts.testing.processes import free_port
 from tests.vendor_server import VendorServer
 

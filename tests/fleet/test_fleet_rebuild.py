@@ -10,10 +10,10 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.store import FleetStore
+from breakers.fleet_service import fleet_rebuild, fleet_store, fleet_tick
 from breakers.models import FleetTransition, Incident, Tool, datetime_to_ms
-from breakers.services import fleet_rebuild, fleet_store, fleet_tick
 from scripts.testing.fleet_calls import fleet_call
-from tests.fleet.conftest import Report
+from tests.fleet.support import Report
 
 pytestmark = pytest.mark.django_db
 

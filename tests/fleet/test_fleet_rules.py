@@ -10,13 +10,13 @@ from breaker_panel.core import Outcome, State
 from breakers.fleet.rules import (
     PROBE_HOLDER,
     CauseKind,
-    FleetBreaker,
     FleetPolicy,
     Forced,
     NotForcedError,
     OperatorActionKind,
     TrialMode,
 )
+from tests.fleet.reference_model import FleetBreaker
 
 POLICY = FleetPolicy(threshold=5, cooldown_ms=30_000, max_cooldown_ms=100_000, min_workers=2)
 PROBED = FleetPolicy(

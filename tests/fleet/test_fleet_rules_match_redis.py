@@ -1,8 +1,9 @@
 """Hypothesis stateful test: the Redis scripts follow the reference model step for step.
 
 Random sequences of outcomes (from several workers, some resent), batches, ticks, time jumps,
-trial leases, probes and operator actions run against both ``rules.FleetBreaker`` and the real
-Redis store; after every step the returned transitions and the whole stored state must agree.
+trial leases, probes and operator actions run against both ``reference_model.FleetBreaker`` and
+the real Redis store; after every step the returned transitions and the whole stored state must
+agree.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from breaker_panel.core import Outcome, State
 from breakers.fleet.rules import (
     AGENT_HOLDER_PREFIX,
     PROBE_HOLDER,
-    FleetBreaker,
     FleetPolicy,
     Forced,
     NotForcedError,
@@ -33,8 +33,9 @@ from breakers.fleet.store import (
     ToolState,
     TrackedTransition,
 )
-from breakers.services import fleet_store
+from breakers.fleet_service import fleet_store
 from scripts.testing.fleet_calls import fleet_call
+from tests.fleet.reference_model import FleetBreaker
 
 WORKERS = st.sampled_from(["w1", "w2", "w3"])
 OUTCOMES = st.sampled_from(

@@ -18,6 +18,7 @@ from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane
 from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
+from tests.fleet.support import bound_token
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,11 +41,11 @@ def names(tools: list[dict[str, Any]]) -> list[str]:
 def test_a_fleet_opening_reaches_another_workers_runs(
     web_server: WebServerProcess, transactional_db: None, fleet_redis: redis.Redis
 ) -> None:
-    agent_token = AgentToken.issue(name="agents")[1]
     operator_token = AgentToken.issue(name="ops", is_operator=True)[1]
-    plane_a = ControlPlane(web_server.url, token=agent_token, worker_id="worker-a")
-    plane_b = ControlPlane(web_server.url, token=agent_token, worker_id="worker-b")
-    plane_c = ControlPlane(web_server.url, token=agent_token, worker_id="worker-c")
+    # One token per worker, bound to it: the default quorum counts tokens.
+    plane_a = ControlPlane(web_server.url, token=bound_token("worker-a"), worker_id="worker-a")
+    plane_b = ControlPlane(web_server.url, token=bound_token("worker-b"), worker_id="worker-b")
+    plane_c = ControlPlane(web_server.url, token=bound_token("worker-c"), worker_id="worker-c")
     try:
         run_a = plane_a.start_run(agent="research", step_budget=20)
         run_c = plane_c.start_run(agent="research", step_budget=20)

@@ -11,6 +11,7 @@ a doubled cooldown, and the next half-open window gets a trial of its own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,11 +20,12 @@ import redis
 
 from breaker_panel import ToolFailure
 from breaker_panel.client import ControlPlane, PlaneConfig, Run
+from breaker_panel.client.plane import MAX_TRIAL_WAIT
+from breakers.fleet_service import fleet_state as rebuild_if_lost
+from breakers.fleet_service import fleet_tick, tool_policy_update
 from breakers.models import FleetTransition, Tool
-from breakers.services import fleet_state as rebuild_if_lost
-from breakers.services import fleet_tick, tool_policy_update
-from runs.models import AgentToken
 from scripts.testing.processes import WebServerProcess
+from tests.fleet.support import bound_token
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,6 +35,7 @@ TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": TOOL}},
     {"type": "function", "function": {"name": "calculator"}},
 ]
+CALCULATOR: list[dict[str, Any]] = [{"type": "function", "function": {"name": "calculator"}}]
 COOLDOWN_S = 0.5
 DOWN = ToolFailure("503 from vendor", retryable=True, attempts=5)
 RUNS_PER_WORKER = 3
@@ -68,12 +71,16 @@ def planes(
     # Rebuild the (emptied) fleet store now: otherwise the planes' first polls make the web
     # server rebuild it while the test writes the tool's policy, and the policy can be lost.
     rebuild_if_lost()
-    token = AgentToken.issue(name="agents")[1]
     config = PlaneConfig(
         flush_interval=0.05, fleet_poll_interval=0.05, trial_retry_interval=0.2, timeout=5.0
     )
-    plane_a = ControlPlane(web_server.url, token=token, worker_id="worker-a", config=config)
-    plane_b = ControlPlane(web_server.url, token=token, worker_id="worker-b", config=config)
+    # One token per worker, bound to it: the default quorum counts tokens.
+    plane_a = ControlPlane(
+        web_server.url, token=bound_token("worker-a"), worker_id="worker-a", config=config
+    )
+    plane_b = ControlPlane(
+        web_server.url, token=bound_token("worker-b"), worker_id="worker-b", config=config
+    )
     yield plane_a, plane_b
     for plane in (plane_a, plane_b):
         plane.close(timeout=5)
@@ -193,3 +200,89 @@ def test_the_trial_runs_failure_reopens_with_a_longer_cooldown(
     )
     assert windows == [1, 2]
     assert not offers_tool(trial_run) and not any(offers_tool(run) for run in early)
+
+
+# -- issue 23: who asks for the trial, and when ---------------------------------------------
+
+SHORT_RUNS = 20  # played one after another, 0.2 s apart: far shorter than a held long-poll
+
+
+def short_run(plane: ControlPlane, **start: Any) -> bool:
+    """One short run, as the demo's agents make: offer the tools, call the tool if offered,
+    finish. True if it made the tool's (trial) call."""
+    with plane.start_run(agent="research", step_budget=20, **start) as run:
+        if not offers_tool(run):
+            return False
+        run.record_success(TOOL)
+        return True
+
+
+def test_short_runs_that_start_while_the_tool_is_half_open_take_its_trial(
+    planes: tuple[ControlPlane, ControlPlane],
+) -> None:
+    # The demo's case: every run ends long before the next fleet poll, so no run is in
+    # progress when the tool goes half-open, nor when a held long-poll ends.
+    plane_a, plane_b = planes
+    for run in open_without_probe(plane_a, plane_b):
+        run.finish()
+    tick_until_half_open()
+    wait_for_fleet_state(plane_a, "half_open")
+
+    calls = 0
+    for _ in range(SHORT_RUNS):
+        calls += short_run(plane_a)
+        if calls:
+            break
+        time.sleep(0.2)
+
+    assert calls == 1, "a short run that started while the tool was half-open made the trial"
+    assert plane_a.flush()
+    assert db_state() == "closed"
+    closing = FleetTransition.objects.get(tool__name=TOOL, to_state="closed")
+    assert closing.cause["holder"] == "agent:worker-a"
+
+
+def test_a_run_start_that_waits_for_the_lease_makes_the_trial_itself(
+    planes: tuple[ControlPlane, ControlPlane],
+) -> None:
+    plane_a, plane_b = planes
+    for run in open_without_probe(plane_a, plane_b):
+        run.finish()
+    tick_until_half_open()
+    wait_for_fleet_state(plane_a, "half_open")
+
+    assert short_run(plane_a, trial_wait=MAX_TRIAL_WAIT)  # the very first run after half-open
+    assert plane_a.flush()
+    assert db_state() == "closed"
+
+
+def test_a_worker_whose_runs_never_offer_the_tool_never_asks_for_its_trial(
+    planes: tuple[ControlPlane, ControlPlane], web_server: WebServerProcess
+) -> None:
+    # Another agent's worker, running only calculator the whole time the tool is half-open.
+    calculator = ControlPlane(
+        web_server.url,
+        token=bound_token("calculator-1"),
+        worker_id="calculator-1",
+        config=PlaneConfig(flush_interval=0.05, fleet_poll_interval=0.05, trial_retry_interval=0.2),
+    )
+    try:
+        plane_a, plane_b = planes
+        running = calculator.start_run(agent="calculator", step_budget=20)
+        assert running.available(CALCULATOR) == CALCULATOR
+        early = open_without_probe(plane_a, plane_b)
+        tick_until_half_open()
+        wait_for_fleet_state(calculator, "half_open")
+        holder, trial_run = the_one_trial_run(plane_a, plane_b)
+        assert running.available(CALCULATOR) == CALCULATOR
+        trial_run.record_success(TOOL)
+        assert holder.flush()
+        assert db_state() == "closed"
+        assert running.available(CALCULATOR) == CALCULATOR
+        running.finish()
+        assert early  # A's and B's runs stayed in progress, so both asked
+        assert plane_a.stats.trial_requests + plane_b.stats.trial_requests >= 2
+    finally:
+        calculator.close(timeout=5)
+    assert calculator.stats.trial_requests == 0
+    assert calculator.fleet.trials() == {}

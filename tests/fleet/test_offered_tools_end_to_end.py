@@ -1,7 +1,8 @@
 """End to end: a tool name one agent opens fleet-wide never reaches an agent that lacks the tool.
 
 Issue 10, item 11. One agent token reports failures of a tool whose name is a prompt injection
-from two worker ids, and the control plane (gunicorn, real Redis and PostgreSQL) opens it
+from two worker ids, and the control plane (gunicorn, real Redis and PostgreSQL), set to the
+opt-in worker quorum of a fleet that shares one token (``FLEET_QUORUM=workers``), opens it
 fleet-wide. Another agent, whose only tool is ``get_weather``, gets that fleet state in every
 reply and poll: its tools, notice and degraded flag are untouched and it reports no removal.
 """
@@ -28,7 +29,7 @@ WEATHER: list[dict[str, Any]] = [{"type": "function", "function": {"name": "get_
 @pytest.fixture(scope="module")
 def web_server(django_db_setup: None) -> Iterator[WebServerProcess]:
     with WebServerProcess(workers=2, threads=4) as server:
-        yield server.start()
+        yield server.start(FLEET_QUORUM="workers")  # the default would not let it open
 
 
 def is_open(plane: ControlPlane, tool: str) -> bool:

@@ -29,8 +29,8 @@ from schemathesis.specs.openapi.checks import (
     positive_data_acceptance,
 )
 
+from breakers.fleet_service import fleet_rebuild
 from breakers.models import Tool
-from breakers.services import fleet_rebuild
 from controlplane.api import api
 from runs.models import AgentToken
 

@@ -36,7 +36,7 @@ from runs.models import (
     ToolCall,
     Worker,
 )
-from tests.fleet.conftest import delete_fleet_keys
+from tests.fleet.support import delete_fleet_keys
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from runs.models import AgentToken, hash_token
-from tests.ingest.conftest import EVENTS_URL
+from tests.ingest.support import EVENTS_URL
 
 
 def create_token(*args: str) -> tuple[str, str]:

@@ -26,7 +26,7 @@ from runs.models import (
     Worker,
 )
 from runs.schemas import ELLIPSIS, MAX_TEXT_CHARS
-from tests.ingest.conftest import EVENTS_URL, PostBatch, event, iso
+from tests.ingest.support import EVENTS_URL, PostBatch, event, iso
 
 ROW_MODELS = (Worker, Run, ModelCall, ToolCall, ReportedTransition, IngestedEvent)
 

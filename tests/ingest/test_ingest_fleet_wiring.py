@@ -13,7 +13,7 @@ from pytest_django.fixtures import Settings
 from runs.checks import check_fleet_updater
 from runs.fleet_interface import AcceptedToolCall
 from runs.ingest_fleet import fleet_updater
-from runs.models import FleetBacklog, ToolCall
+from runs.models import AgentToken, FleetBacklog, ToolCall
 from scripts.testing.processes import free_port
 
 pytestmark = pytest.mark.django_db
@@ -110,8 +110,10 @@ def test_ingest_hands_the_named_updater_each_new_tool_call_and_marks_a_resend(
         tool_call("r-hand", id="tc-hand", trial=True),
         model_call("r-hand"),
     ]
-    first = post_batch({"worker_id": "w1", "events": events})
-    again = post_batch({"worker_id": "w1", "events": events})
+    # A token bound to w1: under the default token quorum the fleet hears of it as w1.
+    _, token = AgentToken.issue(name="host-1", worker_id="w1")
+    first = post_batch({"worker_id": "w1", "events": events}, token=token)
+    again = post_batch({"worker_id": "w1", "events": events}, token=token)
 
     assert first.json()["fleet"] == {"version": 7, "tools": {}}
     assert again.json()["duplicates"] == 3

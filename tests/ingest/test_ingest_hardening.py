@@ -14,10 +14,10 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from breakers.models import FleetTransition
+from runs.batch_checks import parse_batch
 from runs.models import AgentToken, ReportedTransition, Run, ToolCall, Worker
 from runs.schemas import MAX_COUNT
-from runs.services import parse_batch
-from tests.ingest.conftest import PostBatch, event
+from tests.ingest.support import PostBatch, event
 
 pytestmark = pytest.mark.django_db
 
@@ -234,10 +234,10 @@ def _fail_five(post_batch: PostBatch, token: str, worker: str, run_id: str) -> A
     return post_batch({"worker_id": worker, "events": events}, token=token)
 
 
-def test_with_a_token_quorum_one_token_cannot_open_a_tool_with_made_up_workers(
-    post_batch: PostBatch, settings: Settings
+def test_by_default_one_token_cannot_open_a_tool_with_made_up_workers(
+    post_batch: PostBatch,
 ) -> None:
-    settings.FLEET_QUORUM = "tokens"
+    # No setting: the secure default counts tokens, whatever worker ids a token sends.
     forger_row, forger = AgentToken.issue(name="one-host")
 
     _fail_five(post_batch, forger, "fake-1", "r-a")
@@ -251,9 +251,39 @@ def test_with_a_token_quorum_one_token_cannot_open_a_tool_with_made_up_workers(
     assert set(cause["workers"]) == {f"token:{t.pk}" for t in (forger_row, other_row)}
 
 
-def test_with_the_default_quorum_one_shared_token_still_opens_from_two_workers(
-    post_batch: PostBatch, agent_token: str
+def test_tokens_bound_to_their_workers_count_as_those_workers(post_batch: PostBatch) -> None:
+    _, first = AgentToken.issue(name="host-1", worker_id="research-worker-1")
+    _, second = AgentToken.issue(name="host-2", worker_id="research-worker-2")
+
+    _fail_five(post_batch, first, "research-worker-1", "r-a")
+    reply = _fail_five(post_batch, second, "research-worker-2", "r-b").json()
+
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
+    cause = FleetTransition.objects.get(tool__name="web_search", to_state="open").cause
+    assert set(cause["workers"]) == {"research-worker-1", "research-worker-2"}
+
+
+def test_a_token_bound_to_one_worker_counts_once_beside_any_other_token(
+    post_batch: PostBatch,
 ) -> None:
+    # A token bound to a worker id that another, unbound, token also sends is still one voter
+    # each: the unbound token counts as itself, never as the worker id it names.
+    _, bound = AgentToken.issue(name="host-1", worker_id="w-1")
+    _, unbound = AgentToken.issue(name="shared")
+
+    _fail_five(post_batch, bound, "w-1", "r-a")
+    reply = _fail_five(post_batch, unbound, "w-1", "r-b").json()
+
+    assert reply["fleet"]["tools"]["web_search"]["state"] == "open"
+    reply = _fail_five(post_batch, unbound, "w-2", "r-c").json()  # made up: no third voter
+    cause = FleetTransition.objects.get(tool__name="web_search", to_state="open").cause
+    assert len(cause["workers"]) == 2
+
+
+def test_with_the_opt_in_worker_quorum_one_shared_token_opens_from_two_workers(
+    post_batch: PostBatch, agent_token: str, settings: Settings
+) -> None:
+    settings.FLEET_QUORUM = "workers"  # a single-token deployment's documented opt-in
     _fail_five(post_batch, agent_token, "w-1", "r-a")
     reply = _fail_five(post_batch, agent_token, "w-2", "r-b").json()
 

@@ -15,8 +15,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from breakers.fleet_service import fleet_state
 from breakers.models import FleetTransition, Incident, Tool
-from breakers.services import fleet_state
 from runs.models import (
     FleetBacklog,
     IngestedEvent,

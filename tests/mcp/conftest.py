@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from scripts.testing.mcp_servers import Flaky, Process
-from tests.fleet.conftest import fleet_redis  # noqa: F401 - a fixture for test_gateway_fleet
 
 
 @pytest.fixture

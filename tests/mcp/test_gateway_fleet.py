@@ -169,7 +169,7 @@ def tick_until(state: str) -> None:
 
 def open_it() -> None:
     """Five retryable calls from other workers open web_search at fleet scope."""
-    from breakers.services import fleet_record_tool_calls
+    from breakers.fleet_service import fleet_record_tool_calls
     from scripts.testing.fleet_calls import fleet_call
 
     try:
@@ -189,12 +189,14 @@ def test_a_half_open_tools_trial_is_one_client_call_on_one_gateway_of_two(
 
     tool = Tool.objects.create(name="web_search")
     ToolPolicy.objects.create(tool=tool, cooldown_seconds=0.5)  # no probe: an agent's call tries
-    agent_token = AgentToken.issue(name="gateways")[1]
+    # Each gateway with its own token, bound to it: under the default token quorum a token is
+    # also who holds the trial lease, so two gateways sharing one would share the lease.
+    tokens = [AgentToken.issue(name=f"gw {i}", worker_id=f"gateway-{i}")[1] for i in range(2)]
     upstreams = [Flaky(tmp_path / f"flaky-{i}.json") for i in range(2)]
     gateways = [
         gateway_stdio(
             write_config(tmp_path / f"gateway-{i}.json", {"search": up.stdio()}, agent="desk"),
-            *("--control-plane", web_server.url, "--token", agent_token),
+            *("--control-plane", web_server.url, "--token", tokens[i]),
             *("--worker-id", f"gateway-{i}", "--fleet-poll-interval", "0.2"),
         )
         for i, up in enumerate(upstreams)

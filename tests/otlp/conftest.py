@@ -1,9 +1,10 @@
-"""Fixtures for the OTLP receiver tests: a token and helpers that post exports."""
+"""Fixtures for the OTLP receiver tests: a token and helpers that post exports (helpers in
+``support``)."""
 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,8 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from runs.models import AgentToken
 from tests.otlp.exporters import otlp_json
 from tests.otlp.spans import FakeSpan, export
-
-TRACES_URL = "/v1/traces"
+from tests.otlp.support import TRACES_URL, PostSpans
 
 
 @pytest.fixture(autouse=True)
@@ -26,9 +26,6 @@ def _clean_redis(redis_client: redis.Redis) -> None:
 @pytest.fixture
 def agent_token(db: None) -> str:
     return AgentToken.issue(name="otel-agents")[1]
-
-
-PostSpans = Callable[..., Any]
 
 
 @pytest.fixture

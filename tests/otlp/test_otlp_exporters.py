@@ -231,15 +231,21 @@ def test_pydantic_ai_instrumentation_exports_an_offline_run(
 @pytest.mark.celery
 def test_two_traced_workers_open_the_fleet_breaker_and_alert_from_otlp_alone(
     live_server: Any,
-    agent_token: str,
+    transactional_db: None,
     celery_worker: CeleryWorkerProcess,
     slack_server: FakeSlackServer,
 ) -> None:
     AlertChannel.objects.create(name="oncall", webhook_url=slack_server.webhook_url)
-    headers = {"Authorization": f"Bearer {agent_token}"}
     endpoint = live_server.url + "/v1/traces"
-    first = provider(OTLPSpanExporter(endpoint=endpoint, headers=headers), "w-a")
-    second = provider(OTLPSpanExporter(endpoint=endpoint, headers=headers), "w-b")
+
+    def exporter(instance: str) -> OTLPSpanExporter:
+        # Each traced process with its own token, bound to its instance id: the default
+        # quorum counts tokens, so one token shared by both would never open the breaker.
+        token = AgentToken.issue(name=f"agent {instance}", worker_id=instance)[1]
+        return OTLPSpanExporter(endpoint=endpoint, headers={"Authorization": f"Bearer {token}"})
+
+    first = provider(exporter("w-a"), "w-a")
+    second = provider(exporter("w-b"), "w-b")
     # Each tool span is exported when it ends, long before its run's agent span.
     traced_run(first, failures=3)
     traced_run(second, failures=2)

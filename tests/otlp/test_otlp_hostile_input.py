@@ -12,9 +12,9 @@ from django.db import connection
 from django.test import Client
 
 from runs.models import ModelCall, Run, ToolCall
-from tests.otlp.conftest import TRACES_URL, PostSpans
 from tests.otlp.exporters import otlp_json
 from tests.otlp.spans import T0_NS, FakeSpan, agent_span, export, model_span, tool_span, trace_id
+from tests.otlp.support import TRACES_URL, PostSpans
 
 pytestmark = pytest.mark.django_db
 

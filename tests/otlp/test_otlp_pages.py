@@ -8,8 +8,8 @@ from django.test import Client
 
 from breakers.models import Tool
 from runs.models import Run
-from tests.otlp.conftest import PostSpans
 from tests.otlp.spans import agent_span, model_span, tool_span, trace_id
+from tests.otlp.support import PostSpans
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from runs.models import AgentToken, ModelCall, Run, ToolCall
 from scripts.testing.processes import free_port
-from tests.otlp.conftest import TRACES_URL, PostSpans
 from tests.otlp.spans import CLIENT, SERVER, agent_span, export, model_span, tool_span, trace_id
+from tests.otlp.support import TRACES_URL, PostSpans
 
 pytestmark = pytest.mark.django_db
 

@@ -21,8 +21,8 @@ from runs.models import (
     ToolCall,
     Worker,
 )
-from tests.otlp.conftest import PostSpans
 from tests.otlp.spans import FakeSpan, agent_span, model_span, tool_span, trace_id
+from tests.otlp.support import PostSpans
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from redis.commands.core import Script
 from redis.crc import key_slot
 
-from breakers.services import fleet_record_tool_calls, fleet_state, fleet_tick
+from breakers.fleet_service import fleet_record_tool_calls, fleet_state, fleet_tick
 from runs.fleet_interface import AcceptedToolCall
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from breakers.permissions import operators_group
+from breakers.access.operators import operators_group
 from scripts.testing.processes import ROOT, free_port
 
 

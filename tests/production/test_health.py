@@ -9,7 +9,7 @@ import redis
 from django.test import Client
 from pytest_django.fixtures import Settings
 
-from breakers.health import BEAT_HEARTBEAT_KEY, beat_heartbeat
+from breakers.observability.health import BEAT_HEARTBEAT_KEY, beat_heartbeat
 
 pytestmark = pytest.mark.django_db
 

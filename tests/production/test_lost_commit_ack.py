@@ -19,7 +19,7 @@ import pytest
 import redis
 from django.db import connection
 
-from breakers.services import fleet_store
+from breakers.fleet_service import fleet_store
 from runs.models import AgentToken, ToolCall
 from scripts.testing.processes import database_url_of_test_db
 from tests.production.servers import ProductionWebServer

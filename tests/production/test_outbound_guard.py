@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 from pytest_django.fixtures import Settings
 
-from breakers.http import HttpError, address_allowed, http_request
+from breakers.probes.outbound_http import HttpError, address_allowed, http_request
 from tests.vendor_server import VendorServer
 
 

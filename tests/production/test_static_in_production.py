@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
-from tests.browser.conftest import CHROMIUM_ARGS, find_chromium
+from tests.browser.support import CHROMIUM_ARGS, find_chromium
 from tests.production.servers import PRODUCTION_SECRET_KEY, ProductionWebServer
 
 if TYPE_CHECKING:

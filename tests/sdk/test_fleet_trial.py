@@ -30,10 +30,12 @@ from breaker_panel import (
     WorkerBreakers,
 )
 from breaker_panel.client.fleet_sync import read_grant
+from breaker_panel.client.plane import MAX_TRIAL_WAIT
 from breaker_panel.external_scope import ExternalScope, ScopeState
 from breaker_panel.toolsets import tool_name
 from scripts.testing.events_server import JsonHandler, LocalServer
 from tests.sdk.support import FakeClock, chat_tools
+from tests.waiting import wait_for
 
 TOOLS = chat_tools("web_search", "calculator")
 DOWN = ToolFailure("503 from vendor", retryable=True)
@@ -64,8 +66,10 @@ def start(worker: WorkerBreakers, fleet: ExternalScope) -> RunBreakers:
 
 
 def half_open_with_lease(fleet: ExternalScope, clock: FakeClock) -> None:
-    """The fleet says half-open (trial by lease) and the control plane granted this worker."""
+    """The fleet says half-open (trial by lease), a run of this worker offered the tool, and
+    the control plane granted this worker the lease."""
     fleet.update({"web_search": HALF_OPEN})
+    fleet.note_offered("web_search")
     assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
     assert fleet.grant_trial("web_search", HALF_OPEN, window=3, expires_at=clock() + LEASE_SECONDS)
 
@@ -277,6 +281,7 @@ def test_a_refused_lease_is_asked_for_again_after_the_retry_time(
     fleet: ExternalScope, clock: FakeClock
 ) -> None:
     fleet.update({"web_search": HALF_OPEN})
+    fleet.note_offered("web_search")
     fleet.refuse_trial("web_search", HALF_OPEN, retry_at=clock() + 5)
     assert fleet.trials_to_request() == []
     clock.advance(5)
@@ -301,6 +306,7 @@ def test_a_grant_for_an_entry_that_changed_meanwhile_is_ignored(
     worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
 ) -> None:
     fleet.update({"web_search": HALF_OPEN})
+    fleet.note_offered("web_search")
     [(name, asked_for)] = fleet.trials_to_request()
     fleet.update({"web_search": ScopeState(State.CLOSED, "trial call succeeded", since="t2")})
     assert not fleet.grant_trial(name, asked_for, window=3, expires_at=clock() + 120)
@@ -483,6 +489,13 @@ def poll(plane: ControlPlane) -> None:
     plane._ask_for_trials()
 
 
+def offered_before(plane: ControlPlane, tools: list[dict[str, Any]] = TOOLS) -> None:
+    """A poll brought the fleet's state, and a run of this worker offered its tools (and lost
+    the half-open one: no lease yet). Only then does this worker want the tool's trial."""
+    assert plane.fleet_sync.poll()
+    plane.start_run(agent="earlier").available(tools)
+
+
 GRANT_DATE = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
 
 
@@ -496,6 +509,8 @@ def test_the_client_asks_for_the_lease_and_a_run_gets_the_tool(
 ) -> None:
     trial_server.half_open("web search/v2")
     trial_server.trial = granted(120)
+    tools = chat_tools("web search/v2", "calculator")
+    offered_before(plane, tools)
     run = plane.start_run(agent="research")
     poll(plane)
     [(path, body)] = trial_server.trial_requests
@@ -504,7 +519,6 @@ def test_the_client_asks_for_the_lease_and_a_run_gets_the_tool(
     lease = plane.fleet.trials()["web search/v2"]
     # Measured against the server's Date, less the header's one-second resolution.
     assert (lease.window, lease.expires_at) == (2, clock() + 119)
-    tools = chat_tools("web search/v2", "calculator")
     assert [tool_name(t) for t in run.available(tools)] == ["web search/v2", "calculator"]
     poll(plane)
     assert len(trial_server.trial_requests) == 1  # held: not asked again
@@ -517,6 +531,7 @@ def test_the_lease_is_measured_on_the_servers_clock_not_this_hosts(
     trial_server.half_open("web_search")
     # GRANT_DATE, the server's Date, is far from this host's clock: only what is left counts.
     trial_server.trial = granted(30)
+    offered_before(plane)
     run = plane.start_run(agent="research")
     poll(plane)
     assert plane.fleet.trials()["web_search"].expires_at == clock() + 29
@@ -528,6 +543,7 @@ def test_a_refusal_is_asked_again_after_the_retry_interval(
 ) -> None:
     trial_server.half_open("web_search")
     trial_server.trial = (200, {"granted": False, "window": 2, "expires_at": None}, GRANT_DATE)
+    offered_before(plane)
     run = plane.start_run(agent="research")
     poll(plane)
     poll(plane)
@@ -558,6 +574,7 @@ def test_a_failed_request_is_logged_and_asked_again_on_the_next_poll(
 ) -> None:
     trial_server.half_open("web_search")
     trial_server.trial = answer
+    offered_before(plane)
     run = plane.start_run(agent="research")
     with caplog.at_level(logging.WARNING, logger="breaker_panel.client"):
         poll(plane)
@@ -573,9 +590,97 @@ def test_an_unreachable_control_plane_never_raises(clock: FakeClock) -> None:
     run = plane.start_run(agent="research")
     tools = {"web_search": {"state": "half_open", "trial": "lease"}}
     plane.update_fleet({"version": 1, "tools": tools})
+    offered(plane.start_run(agent="earlier").breakers)  # this worker's runs offer the tool
     plane._ask_for_trials()
     assert plane.stats.trial_requests == 1 and plane.fleet.trials() == {}
     assert offered(run.breakers) == ["calculator"]
+
+
+def test_a_worker_asks_only_for_the_trials_of_tools_its_runs_offer(
+    trial_server: TrialServer, plane: ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Another agent's tool is half-open too; this worker's runs only ever offered calculator
+    # and web_search. Its lease is never asked for, and its name is never logged.
+    half_open = {"state": "half_open", "since": SINCE, "reason": "", "trial": "lease"}
+    tools = {"web_search": half_open, "crm_lookup": half_open}
+    trial_server.fleet = {"version": 2, "tools": tools}
+    trial_server.trial = (503, {"detail": "the fleet store (Redis) is unavailable"}, GRANT_DATE)
+    offered_before(plane)
+    run = plane.start_run(agent="research")
+    with caplog.at_level(logging.DEBUG, logger="breaker_panel"):
+        poll(plane)
+        poll(plane)
+    assert [path for path, _ in trial_server.trial_requests] == [
+        "/api/v1/tools/web_search/trial"
+    ] * 2
+    assert "crm_lookup" not in caplog.text
+    assert offered(run.breakers) == ["calculator"]
+
+
+def test_a_worker_whose_runs_never_offered_the_tool_never_asks(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    trial_server.half_open("crm_lookup")
+    trial_server.trial = granted()
+    run = plane.start_run(agent="calculator-only")
+    poll(plane)
+    assert run.available(chat_tools("calculator")) == chat_tools("calculator")
+    poll(plane)
+    assert trial_server.trial_requests == []
+    assert plane.fleet.trials() == {}
+
+
+def test_an_offer_counts_for_offer_memory_seconds(fleet: ExternalScope, clock: FakeClock) -> None:
+    fleet.update({"web_search": ScopeState(State.OPEN, "5 failures from 2 workers")})
+    fleet.note_offered("web_search")  # offered while open: wanted when it is half-open
+    clock.advance(fleet.offer_memory)
+    fleet.update({"web_search": HALF_OPEN})
+    assert fleet.trials_to_request() == [("web_search", HALF_OPEN)]
+    clock.advance(1)
+    assert fleet.trials_to_request() == []
+
+
+# A poll thread that would sleep ten minutes between polls (the scripted server never holds a
+# poll): only a nudge makes it ask sooner.
+SLEEPY = PlaneConfig(timeout=2, fleet_poll_interval=600)
+
+
+def test_a_run_offering_a_half_open_tool_gets_its_lease_asked_for_at_once(
+    trial_server: TrialServer,
+) -> None:
+    trial_server.half_open("web_search")
+    trial_server.trial = granted()
+    plane = ControlPlane(trial_server.url, token="bp_test", worker_id="w-1", config=SLEEPY)
+    try:
+        wait_for(lambda: "web_search" in plane.fleet.snapshot(), "the first poll")
+        first = plane.start_run(agent="research")
+        assert offered(first.breakers) == ["calculator"]  # no lease yet: removed for this run
+        wait_for(lambda: "web_search" in plane.fleet.trials(), "the lease, without a poll")
+        assert offered(plane.start_run(agent="research").breakers) == ["web_search", "calculator"]
+    finally:
+        plane.close(timeout=1)
+
+
+def test_a_run_start_can_wait_for_the_lease_and_make_the_trial_itself(
+    trial_server: TrialServer,
+) -> None:
+    trial_server.fleet = {"version": 2, "tools": {"web_search": {"state": "open"}}}
+    trial_server.trial = granted()
+    plane = ControlPlane(trial_server.url, token="bp_test", worker_id="w-1", config=SLEEPY)
+    try:
+        wait_for(lambda: "web_search" in plane.fleet.snapshot(), "the first poll")
+        with plane.start_run(agent="research") as earlier:
+            assert offered(earlier.breakers) == ["calculator"]  # open: this worker offers it
+        # The fleet goes half-open (here told by an ingest reply): nobody asks while idle.
+        trial_server.half_open("web_search")
+        plane.update_fleet(trial_server.fleet)
+        assert trial_server.trial_requests == []
+        run = plane.start_run(agent="research", trial_wait=MAX_TRIAL_WAIT)
+        assert len(trial_server.trial_requests) == 1  # asked as the run started
+        assert run.available(TOOLS) == TOOLS  # and this very run makes the trial
+        assert run.breakers.holds_fleet_trial("web_search")
+    finally:
+        plane.close(timeout=1)
 
 
 def test_no_request_without_a_run_in_progress(
@@ -680,6 +785,7 @@ def test_the_trial_call_is_reported_with_trial_true(
 ) -> None:
     trial_server.half_open("web_search")
     trial_server.trial = granted()
+    offered_before(plane)
     holder, other = plane.start_run(agent="research"), plane.start_run(agent="research")
     poll(plane)
     assert holder.available(TOOLS) == TOOLS
@@ -703,6 +809,7 @@ def test_a_successful_trial_is_marked_and_the_calls_after_it_are_not(
 ) -> None:
     trial_server.half_open("web_search")
     trial_server.trial = granted()
+    offered_before(plane)
     holder = plane.start_run(agent="research")
     poll(plane)
     assert holder.available(TOOLS) == TOOLS

@@ -117,6 +117,7 @@ def test_names_inside_tool_groups_count_as_offered() -> None:
 def test_a_fleet_trial_is_not_claimed_by_a_run_without_the_tool() -> None:
     plane = new_plane()
     plane.update_fleet(fleet_with("web_search", state="half_open"), authoritative=True)
+    plane.fleet.note_offered("web_search")  # an earlier run of this worker offered it
     [(name, status)] = plane.fleet.trials_to_request()
     plane.fleet.grant_trial(name, status, window=1, expires_at=plane.fleet.clock() + 60)
     bystander = plane.start_run(agent="weather")

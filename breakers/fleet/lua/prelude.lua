@@ -1,5 +1,5 @@
 -- Shared by every fleet script (prepended by breakers/fleet/store.py). The rules mirror
--- breakers/fleet/rules.py, the reference model; keep the two in step.
+-- tests/fleet/reference_model.py, the reference model; keep the two in step.
 --
 -- KEYS[1] the tool's state hash, KEYS[2] its streak workers (hash worker -> failures),
 -- KEYS[3] its streak event ids (list); all three carry the same {tool} hash tag, so every

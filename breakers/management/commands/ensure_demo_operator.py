@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from breakers.permissions import operators_group
+from breakers.access.operators import operators_group
 
 
 class Command(BaseCommand):

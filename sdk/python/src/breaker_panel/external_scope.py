@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -23,6 +23,11 @@ REMOVING_STATES = frozenset({State.OPEN, State.HALF_OPEN, State.FORCED_OPEN})
 
 # `ScopeState.trial` of a half-open tool without a probe: one agent call, under a lease, decides.
 LEASE_TRIAL = "lease"
+
+# How long a tool this worker's runs offered counts as one they offer, for its trial lease: as
+# long as the fleet's longest default cooldown, so a tool offered just before the fleet opened
+# it is still wanted when its trial comes (runs that keep offering it keep it wanted).
+DEFAULT_OFFER_MEMORY = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,8 @@ class ExternalScope:
     It also keeps this worker's half-open trial leases of the scope (tools whose `trial` is
     `LEASE_TRIAL`), which the syncing side asks for (`trials_to_request()`, then `grant_trial()`
     or `refuse_trial()`) and runs take (`claim_trial()`, `finish_trial()`, `release_trial()`).
+    Only tools this worker's runs offered in the last `offer_memory` seconds are asked for
+    (`note_offered()`): a worker never takes, nor names, another agent's trial.
     A lease lives as long as the tool's entry is unchanged and its `expires_at` has not passed:
 
         granted -> holder   the first run to ask while the lease is live holds it; it keeps the
@@ -109,13 +116,24 @@ class ExternalScope:
     Thread-safe; `snapshot()` and `version` are read without the lock.
     """
 
-    def __init__(self, scope: Scope = Scope.FLEET, *, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        scope: Scope = Scope.FLEET,
+        *,
+        clock: Clock = time.monotonic,
+        offer_memory: float = DEFAULT_OFFER_MEMORY,
+    ) -> None:
         self._scope = scope
         self.clock = clock
+        self.offer_memory = offer_memory
         self._lock = threading.Lock()
         self._states: Mapping[str, ScopeState] = MappingProxyType({})
         self._trials: dict[str, Trial] = {}
         self._refused: dict[str, float] = {}  # tool -> when to ask for its lease again
+        self._offered: dict[str, float] = {}  # tool -> when a run of this worker last offered it
+        # Called (outside the lock) when a run offers a half-open tool whose lease this worker
+        # should ask for now: the syncing side asks at once instead of at its next poll.
+        self.on_trial_wanted: Callable[[], None] | None = None
         self.version = 0  # bumped on every change a run may see, so runs can skip re-reading
 
     @property
@@ -141,13 +159,26 @@ class ExternalScope:
 
     # -- the half-open trial lease: the syncing side ---------------------------------------
 
+    def note_offered(self, name: str) -> None:
+        """A run of this worker offered `name` (in its tools) while this scope held it."""
+        now = self.clock()
+        with self._lock:
+            self._offered[name] = now
+            wanted = self._wants_lease(name, self._states.get(name), now)
+        if wanted and self.on_trial_wanted is not None:
+            self.on_trial_wanted()
+
     def trials_to_request(self) -> list[tuple[str, ScopeState]]:
-        """Half-open tools whose lease to ask for now, each with the entry it is asked for."""
+        """Half-open tools this worker's runs offer whose lease to ask for now, each with the
+        entry it is asked for."""
         now = self.clock()
         wanted = []
         with self._lock:
-            for name, status in self._states.items():
-                if not is_lease_trial(status):
+            for name in [n for n, at in self._offered.items() if now - at > self.offer_memory]:
+                del self._offered[name]  # no run offered it lately: not ours to try
+            for name in self._offered:
+                status = self._states.get(name)
+                if status is None or not is_lease_trial(status):
                     continue
                 trial = self._trials.get(name)
                 if trial is not None and now >= trial.lease.expires_at:
@@ -159,6 +190,20 @@ class ExternalScope:
                 elif trial.phase is TrialPhase.RENEW:
                     wanted.append((name, status))
         return wanted
+
+    def offers_a_lease_trial(self) -> bool:
+        """Is a tool this worker's runs offer half-open for an agent's trial?"""
+        with self._lock:
+            return any(is_lease_trial(self._states.get(name)) for name in self._offered)
+
+    def _wants_lease(self, name: str, status: ScopeState | None, now: float) -> bool:
+        """Would `trials_to_request()` ask for `name` now (under the lock; offered already)?"""
+        if status is None or not is_lease_trial(status):
+            return False
+        trial = self._trials.get(name)
+        if trial is None:
+            return now >= self._refused.get(name, now)
+        return trial.phase is TrialPhase.RENEW or now >= trial.lease.expires_at
 
     def grant_trial(self, name: str, status: ScopeState, *, window: int, expires_at: float) -> bool:
         """The control plane granted the lease asked for `status`; False if the entry moved on."""

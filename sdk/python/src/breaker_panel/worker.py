@@ -296,8 +296,7 @@ class WorkerBreakers:
         """Hand the waiting transitions to ``on_transition`` in order, outside the lock, so that
         a callback may call back into the breaker. One thread at a time sends, its own and any
         that other threads queued meanwhile: a callback may run on another thread than the
-        change's, never out of order
-        (docs/adr/0160-workerbreakers-reports-transitions-in-the-order.md)."""
+        change's, never out of order (ADR 0160)."""
         while self._unsent:
             if not self._sending.acquire(blocking=False):
                 return  # the holder sends ours too: it looks again after letting go
@@ -546,6 +545,9 @@ class RunBreakers:
                     continue
                 if not is_offered(name):
                     continue
+                if isinstance(source, ExternalScope):
+                    # Offered while the scope holds it: this worker may ask for its trial.
+                    source.note_offered(name)
                 if self._may_try(source, name, status):
                     trying.add(name)
                 else:

@@ -5,8 +5,10 @@ It long-polls ``GET /api/v1/fleet?wait=N`` with ``If-None-Match`` (one request o
 and falls back to polling every ``poll_interval`` when the server does not hold the request.
 After each poll it asks ``POST /api/v1/tools/{tool}/trial`` for each half-open tool that wants
 a trial, while this worker has a run in progress; a refusal is asked again after
-``trial_retry_interval``, an error on the next poll. The why:
-docs/adr/0052-when-a-worker-asks-for-the.md.
+``trial_retry_interval``, an error on the next poll. A run that starts, or offers a half-open
+tool, while such a lease is wanted ``nudge()``s the thread to ask at once (cutting a held
+long-poll short). The why:
+docs/adr/0052-when-a-worker-asks-for-the.md, docs/adr/XXXX-run-start-asks-for-trials.md.
 """
 
 from __future__ import annotations
@@ -79,12 +81,23 @@ class FleetSync:
         self._etag: str | None = None
         self._lock = threading.Lock()
         self._trial_body = json.dumps({"worker_id": worker_id}).encode()
+        # A nudge: ask for wanted trial leases now, not after the poll in progress. ``wake``
+        # ends the pause between polls early; close() sets it too.
+        self.wake = threading.Event()
+        self._nudged = False
+        # After a failed lease request, nudges wait this long: runs that keep starting must not
+        # ask a failing control plane at their own rate (the polls still ask, as before).
+        self._quiet_until = float("-inf")
+        self._rounds = threading.Condition()
+        self._rounds_started = 0  # ask rounds begun and ended, for a run start that waits
+        self._rounds_done = 0
+        fleet.on_trial_wanted = _weak_call(self.nudge)
 
     def start(self, stopping: threading.Event) -> None:
         # The thread holds a weak reference, so a sync nobody uses can still be collected.
         self.thread = threading.Thread(
             target=_poll_loop,
-            args=(weakref.ref(self), stopping),
+            args=(weakref.ref(self), stopping, self.wake),
             name="breakers-fleet-poll",
             daemon=True,
         )
@@ -127,6 +140,8 @@ class FleetSync:
         status, headers, reply = self.transport.request("GET", path, None, extra, timeout=timeout)
         self.server_waits = bool(wait) and status in (200, 304) and "x-fleet-wait" in headers
         self.stats.fleet_polls += 1
+        if status == 0 and self._nudged:
+            return True  # cut short by a nudge, not a failure: ask, then poll again
         if status == 200 and isinstance(reply, Mapping):
             self._etag = headers.get("etag")
             self.on_snapshot(reply, authoritative=True)
@@ -136,6 +151,47 @@ class FleetSync:
     def next_poll_delay(self) -> float:
         """Pause before the next poll: none after a long-poll (the server did the waiting)."""
         return _LONG_POLL_GAP if self.server_waits else self.poll_interval
+
+    def nudge(self) -> None:
+        """Ask for the wanted trial leases at once (any thread; never waits on the network)."""
+        if self.thread is None:
+            return  # not started (``start=False``): whoever drives the polls asks
+        with self._lock:
+            if self._nudged or self.fleet.clock() < self._quiet_until:
+                return  # one is on its way, or the last request failed a moment ago
+            self._nudged = True
+        self.wake.set()
+        self.transport.interrupt_held()
+
+    @property
+    def nudged(self) -> bool:
+        return self._nudged
+
+    def ask_round(self) -> None:
+        """One round of trial lease requests (poll thread), after a poll or a nudge."""
+        with self._rounds:
+            self._rounds_started += 1
+        with self._lock:
+            self._nudged = False
+        self.transport.clear_interrupt()
+        try:
+            self.ask_for_trials_hook()
+        finally:
+            with self._rounds:
+                self._rounds_done += 1
+                self._rounds.notify_all()
+
+    def want_trials(self, *, wait: float = 0.0) -> None:
+        """A run has started: if this worker wants a half-open tool's lease it does not hold,
+        ask now, and wait up to ``wait`` seconds for the answer (0: do not wait)."""
+        if not self.may_ask_for_trials() or not self.fleet.trials_to_request():
+            return
+        with self._rounds:
+            target = self._rounds_started + 1  # a round that begins after this nudge
+        self.nudge()
+        if wait > 0:
+            with self._rounds:
+                self._rounds.wait_for(lambda: self._rounds_done >= target, timeout=wait)
 
     def ask_for_trials(self) -> None:
         """Ask for the trial lease of each half-open tool that wants one (poll thread)."""
@@ -155,6 +211,8 @@ class FleetSync:
             logger.warning(
                 "trial lease for %s not obtained (%s); asking on the next poll", name, exc
             )
+            with self._lock:
+                self._quiet_until = asked_at + self.trial_retry_interval
             return
         if grant is None:
             self.fleet.refuse_trial(name, status, retry_at=asked_at + self.trial_retry_interval)
@@ -165,12 +223,11 @@ class FleetSync:
 
     def _wait_now(self) -> float:
         """How long to ask the server to hold this poll: the full ``wait``, except while a
-        half-open tool may want its trial asked for (or asked again) at the polling cadence."""
+        half-open tool this worker's runs offer may want its trial asked for (or asked again)
+        at the polling cadence."""
         if not self.wait:
             return 0.0
-        if not self.may_ask_for_trials():
-            return self.wait
-        if any(s.state is State.HALF_OPEN for s in self.fleet.snapshot().values()):
+        if self.may_ask_for_trials() and self.fleet.offers_a_lease_trial():
             return min(self.wait, self.poll_interval)
         return self.wait
 
@@ -207,17 +264,37 @@ def _server_now(headers: Mapping[str, str]) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _poll_loop(ref: Callable[[], FleetSync | None], stopping: threading.Event) -> None:
-    """Like the sender's loop, it outlives any unexpected exception: logged, counted, backed off."""
+def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
+    """``method`` without keeping its object alive (the scope must not keep its sync alive)."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call
+
+
+def _poll_loop(
+    ref: Callable[[], FleetSync | None], stopping: threading.Event, wake: threading.Event
+) -> None:
+    """Like the sender's loop, it outlives any unexpected exception: logged, counted, backed off.
+    A nudge ends the pause between polls (not a backoff: a failing server is not asked sooner)."""
     failures = 0
     while not stopping.is_set():
         sync = ref()
         if sync is None:
             return
         try:
+            asked = sync.nudged
+            if asked:
+                sync.ask_round()  # a run wants a lease now: before a poll that may be held
+            version = sync.fleet.version
             failures = 0 if sync.poll() else failures + 1
-            if not failures:
-                sync.ask_for_trials_hook()
+            # Once per poll; not again after the nudge's round unless the poll brought news.
+            if not failures and (not asked or sync.nudged or sync.fleet.version != version):
+                sync.ask_round()
         except Exception:
             failures += 1
             sync.stats.loop_errors += 1
@@ -226,4 +303,8 @@ def _poll_loop(ref: Callable[[], FleetSync | None], stopping: threading.Event) -
         if failures:
             delay = sync.backoff.delay(failures, {})
         del sync
-        stopping.wait(delay)
+        if failures:
+            stopping.wait(delay)
+        else:
+            wake.wait(delay)
+            wake.clear()

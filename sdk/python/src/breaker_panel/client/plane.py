@@ -31,6 +31,9 @@ from breaker_panel.worker import WorkerBreakers
 
 logger = logging.getLogger("breaker_panel.client")
 
+# The longest a run start may wait for a trial lease: a start must stay cheap whatever is asked.
+MAX_TRIAL_WAIT = 2.0
+
 
 class ControlPlane:
     """One per agent worker process: worker-scope breakers, the fleet view, and the sender.
@@ -113,10 +116,21 @@ class ControlPlane:
         atexit.register(self.close)
 
     def start_run(
-        self, *, agent: str, step_budget: int | None = None, run_id: str | None = None
+        self,
+        *,
+        agent: str,
+        step_budget: int | None = None,
+        run_id: str | None = None,
+        trial_wait: float = 0.0,
     ) -> Run:
+        """A new run. If a fleet tool this worker's runs offer is half-open and this worker
+        does not hold its trial lease, the lease is asked for at once (in the background);
+        ``trial_wait`` > 0 waits up to that many seconds for the answer, so that this run
+        can make the trial itself (docs/adr/XXXX-run-start-asks-for-trials.md)."""
         run_id = run_id or f"run-{process_ids.new()}"
         run = Run(self, run_id=run_id, agent=agent, step_budget=step_budget)
+        if Scope.FLEET in self.scopes:
+            self.fleet_sync.want_trials(wait=min(max(0.0, trial_wait), MAX_TRIAL_WAIT))
         self.sender.emit(
             {
                 "type": "run.started",
@@ -143,6 +157,7 @@ class ControlPlane:
         flushed = self.flush(timeout) if self.sender.thread else not self.sender.buffer
         self._stopping.set()
         self.sender.wake()
+        self.fleet_sync.wake.set()  # out of the pause between polls
         self.transport.cut_held()  # the long-poll, so that closing never waits for the server
         for thread in self.threads():
             thread.join(timeout=max(0.0, deadline - time.monotonic()))

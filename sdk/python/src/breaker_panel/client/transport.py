@@ -47,6 +47,7 @@ class Transport:
         self.timeout = timeout
         self.held: http.client.HTTPConnection | None = None
         self._cut = False  # closing: no new held request, and the one held is cut
+        self._interrupt = False  # end the held request (or the next) early, once
         self._held_lock = threading.Lock()
         self._kept: dict[int, http.client.HTTPConnection] = {}  # idle, by thread id
         self._kept_lock = threading.Lock()
@@ -133,7 +134,9 @@ class Transport:
             logger.debug("%s %s failed: %s", method, path, exc)
             return 0, {}, None
         finally:
-            self.held = None
+            with self._held_lock:
+                self.held = None
+                self._interrupt = False
             connection.close()
         return _answer(response, raw)
 
@@ -148,6 +151,21 @@ class Transport:
             with contextlib.suppress(OSError):  # already closed: nothing to wake
                 sock.shutdown(socket.SHUT_RDWR)
 
+    def interrupt_held(self) -> None:
+        """End the held request now (status 0), or the next one before it is sent, once: for a
+        thread that has something to do before the server would answer."""
+        with self._held_lock:
+            self._interrupt = True
+            sock = getattr(self.held, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def clear_interrupt(self) -> None:
+        """The thread did what it was interrupted for: the next held request may wait."""
+        with self._held_lock:
+            self._interrupt = False
+
     def _hold(self, connection: http.client.HTTPConnection) -> bool:
         # Connect first, then register under the lock: a cut_held() either comes before (this
         # sees the flag and gives up) or after (it finds the socket to shut down).
@@ -155,7 +173,7 @@ class Transport:
             return False
         connection.connect()
         with self._held_lock:
-            if self._cut:
+            if self._cut or self._interrupt:
                 return False
             self.held = connection
             return True

@@ -19,7 +19,7 @@ import redis
 
 __all__ = ("FleetWatch",)
 
-logger = logging.getLogger("breakers.fleet_watch")
+logger = logging.getLogger("breakers.fleet_api.long_poll")
 
 
 class FleetWatch[T]:

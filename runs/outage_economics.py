@@ -14,8 +14,8 @@ from typing import Any, NamedTuple, Protocol
 
 from django.db.models import Avg, Case, CharField, Count, Exists, OuterRef, Q, QuerySet, Value, When
 
+from runs.incident_runs import runs_affected
 from runs.models import BreakerState, Outcome, ReportedTransition, Run, ToolCall
-from runs.queries import runs_affected
 
 # What a run met when it reached for the broken tool (the rules: this module's ``met_case``).
 MET_HEALTHY = "healthy tool"
@@ -220,5 +220,5 @@ def usd(value: Decimal | float | None) -> float:
 
 def runs_reaching_for(*, tool_name: str, start: datetime, end: datetime) -> QuerySet[Run]:
     """Runs that called the tool, or had it removed, in [start, end): the incident page's
-    "runs affected" (runs.queries), over a longer window."""
+    "runs affected" (runs.incident_runs), over a longer window."""
     return runs_affected(tool=tool_name, start=start, end=end)

@@ -9,9 +9,9 @@ from typing import Any
 from breaker_panel.core import State
 from breakers.fleet.rules import Forced
 from breakers.fleet.store import FleetStore, ToolState
+from breakers.fleet_service.maintenance import fleet_rebuild
+from breakers.fleet_service.transitions import existing_tool, fleet_store, policy_of
 from breakers.models import Tool, default_policy, ms_to_datetime
-from breakers.services.maintenance import fleet_rebuild
-from breakers.services.transitions import existing_tool, fleet_store, policy_of
 
 
 @dataclass(frozen=True, slots=True)

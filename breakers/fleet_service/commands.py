@@ -13,20 +13,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from breakers.call_metrics import count_tool_calls
 from breakers.fleet.rules import AGENT_HOLDER_PREFIX, PROBE_HOLDER, OperatorActionKind
 from breakers.fleet.store import AcquireResult
-from breakers.models import (
-    FleetTransition,
-    OperatorAction,
-    Probe,
-    Tool,
-    ToolPolicy,
-    datetime_from_ms,
-)
-from breakers.probes import run_probe
-from breakers.services.errors import MAX_REASON_CHARS, FleetInputError, NotForcedError
-from breakers.services.transitions import (
+from breakers.fleet_service.errors import MAX_REASON_CHARS, FleetInputError, NotForcedError
+from breakers.fleet_service.transitions import (
     epoch_ms,
     existing_tool,
     fleet_store,
@@ -35,6 +25,16 @@ from breakers.services.transitions import (
     restore_tool,
     with_restore,
 )
+from breakers.models import (
+    FleetTransition,
+    OperatorAction,
+    Probe,
+    Tool,
+    ToolPolicy,
+    datetime_from_ms,
+)
+from breakers.observability.call_metrics import count_tool_calls
+from breakers.probes.runner import run_probe
 from runs.fleet_interface import AcceptedToolCall
 from runs.models import AgentToken
 from runs.models import Outcome as OutcomeChoice
@@ -79,7 +79,8 @@ def fleet_record_tool_calls(
     back (from the ``FleetBacklog``).
     """
     calls = list(calls)
-    # Prometheus (breakers.call_metrics); a resent call was counted when it was first applied.
+    # Prometheus (breakers.observability.call_metrics); a resent call was counted when it was
+    # first applied.
     count_tool_calls(call for call in calls if not call.resent)
     fleet_calls = [call for call in calls if call.outcome in _FLEET_OUTCOMES]
     stale_before = _stale_before(tool_names={call.tool for call in fleet_calls})

@@ -1,6 +1,6 @@
 """Fleet endpoints under ``/api/v1/``: the fleet state, trial leases, and operator actions.
 
-Thin handlers around ``breakers.services``. Operator actions take an operator token
+Thin handlers around ``breakers.fleet_service``. Operator actions take an operator token
 (``OperatorAuth``) or a logged-in operator's session with its CSRF token (``OperatorSessionAuth``).
 """
 
@@ -22,9 +22,10 @@ from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
 from pydantic import ConfigDict
 
-from breakers import services
+from breakers import fleet_service
+from breakers.access.operators import is_operator
 from breakers.fleet.rules import OperatorActionKind
-from breakers.fleet_watch import FleetWatch
+from breakers.fleet_api.long_poll import FleetWatch
 from breakers.models import (
     POLICY_BOUNDS,
     OperatorAction,
@@ -33,13 +34,11 @@ from breakers.models import (
     ToolPolicy,
     ms_to_datetime,
 )
-from breakers.permissions import is_operator
 from runs.auth import AgentAuth, OperatorAuth
-from runs.ingest_fleet import fleet_identity
 from runs.models import AgentToken
 from runs.replies import service_unavailable
 from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
-from runs.services import TokenMismatch, check_bound_worker
+from runs.services import TokenMismatch, check_bound_worker, fleet_identity
 
 router = Router(tags=["fleet"])
 
@@ -81,14 +80,14 @@ def _fleet_unavailable(request: HttpRequest, exc: redis.RedisError) -> HttpRespo
     )
 
 
-_ERROR_STATUS: dict[type[services.FleetError], int] = {
-    services.UnknownToolError: 404,
-    services.NotForcedError: 409,
-    services.FleetInputError: 400,
+_ERROR_STATUS: dict[type[fleet_service.FleetError], int] = {
+    fleet_service.UnknownToolError: 404,
+    fleet_service.NotForcedError: 409,
+    fleet_service.FleetInputError: 400,
 }
 
 
-def _fleet_error(request: HttpRequest, exc: services.FleetError) -> HttpResponse:
+def _fleet_error(request: HttpRequest, exc: fleet_service.FleetError) -> HttpResponse:
     status = _ERROR_STATUS.get(type(exc), 400)
     return JsonResponse({"detail": str(exc)}, status=status)
 
@@ -96,7 +95,7 @@ def _fleet_error(request: HttpRequest, exc: services.FleetError) -> HttpResponse
 # Registered on the API by controlplane.api.
 EXCEPTION_HANDLERS: dict[type[Exception], Callable[[HttpRequest, Any], HttpResponse]] = {
     redis.RedisError: _fleet_unavailable,
-    services.FleetError: _fleet_error,
+    fleet_service.FleetError: _fleet_error,
 }
 
 
@@ -108,20 +107,20 @@ class FleetOut(FleetState):
     tools: dict[str, FleetToolOut]  # type: ignore[assignment]
 
 
-def _current_fleet() -> tuple[str, services.FleetView | None]:
+def _current_fleet() -> tuple[str, fleet_service.FleetView | None]:
     """The fleet's ETag and state from Redis alone (no database): what the long-poll watcher
     compares, and hands to the requests it wakes so that each need not read Redis again."""
-    generation, states = services.fleet_store().snapshot()
+    generation, states = fleet_service.fleet_store().snapshot()
     if generation is None:
         return "", None  # lost: wake the waiters, whose own fleet_state() rebuilds it
-    view = services.fleet_view(generation, states)
+    view = fleet_service.fleet_view(generation, states)
     return view.etag, view
 
 
-FLEET_WATCH: FleetWatch[services.FleetView | None] = FleetWatch(
+FLEET_WATCH: FleetWatch[fleet_service.FleetView | None] = FleetWatch(
     _current_fleet,
     subscribe=(
-        (lambda: services.fleet_store().subscribe_to_changes())
+        (lambda: fleet_service.fleet_store().subscribe_to_changes())
         if settings.BREAKER_FLEET_WATCH_ANNOUNCED
         else None
     ),
@@ -130,6 +129,9 @@ FLEET_WATCH: FleetWatch[services.FleetView | None] = FleetWatch(
 
 @router.get(
     "/fleet",
+    # Operation ids as they were when this module was breakers/api.py: clients generate code
+    # from them, so they do not follow the module's path.
+    operation_id="breakers_api_get_fleet",
     auth=AgentAuth(),
     response={200: FleetOut, 304: None},
     summary="The fleet breaker state of every tool",
@@ -143,7 +145,7 @@ FLEET_WATCH: FleetWatch[services.FleetView | None] = FleetWatch(
 def get_fleet(
     request: HttpRequest, wait: float = Query(0.0, ge=0, le=3600, allow_inf_nan=False)
 ) -> HttpResponse:
-    view = services.fleet_state()
+    view = fleet_service.fleet_state()
     held = min(wait, settings.BREAKER_FLEET_WAIT_MAX_SECONDS)
     if held > 0 and view.etag in parse_etags(request.headers.get("If-None-Match", "")):
         # A held request must not hold a database connection too (the token check used one).
@@ -156,7 +158,7 @@ def get_fleet(
             held = 0.0  # this process holds as many as it may: answer now, the agent polls
         elif changed:
             # The state the watcher read: fifty woken requests make no fifty Redis reads.
-            view = FLEET_WATCH.latest(view.etag) or services.fleet_state()
+            view = FLEET_WATCH.latest(view.etag) or fleet_service.fleet_state()
     if view.etag in parse_etags(request.headers.get("If-None-Match", "")):
         response = HttpResponse(status=304)
     else:
@@ -180,6 +182,7 @@ class TrialOut(Schema):
 
 @router.post(
     "/tools/{path:tool}/trial",
+    operation_id="breakers_api_post_trial",
     auth=AgentAuth(),
     response={200: TrialOut, 403: ErrorReply, 404: ErrorReply},
     summary="Ask for the half-open trial of a tool without a probe",
@@ -196,7 +199,7 @@ def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
     except TokenMismatch as exc:
         return Status(403, {"detail": exc.detail})
     holder = fleet_identity(worker_id=body.worker_id, token=token)
-    grant = services.fleet_trial_acquire(tool_name=tool, worker_id=holder)
+    grant = fleet_service.fleet_trial_acquire(tool_name=tool, worker_id=holder)
     expires = ms_to_datetime(grant.lease_until) if grant.granted else None
     return {"granted": grant.granted, "window": grant.window, "expires_at": expires}
 
@@ -213,7 +216,7 @@ _DOTTED_PATH_PATTERN = r"^$|^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 class ReasonIn(Schema):
     reason: str = Field(
         ...,
-        max_length=services.MAX_REASON_CHARS,
+        max_length=fleet_service.MAX_REASON_CHARS,
         json_schema_extra={"minLength": 1, "pattern": _REASON_PATTERN},
     )
 
@@ -247,7 +250,7 @@ def _action_out(row: OperatorAction) -> dict[str, Any]:
 def _add_operator_route(action: OperatorActionKind, slug: str, summary: str) -> None:
     def handler(request: HttpRequest, tool: str, body: ReasonIn) -> Any:
         actor = request.auth  # type: ignore[attr-defined]
-        row = services.fleet_operator_action(
+        row = fleet_service.fleet_operator_action(
             tool_name=tool,
             action=action,
             reason=body.reason,
@@ -323,6 +326,7 @@ _POLICY_BLANKS: dict[str, Any] = {
 
 @router.put(
     "/tools/{path:tool}/policy",
+    operation_id="breakers_api_put_policy",
     auth=OPERATOR,
     response={200: dict[str, Any], 400: dict[str, Any], 404: ErrorReply},
     summary="Change a tool's policy (threshold, cooldown, min workers, probe)",
@@ -335,18 +339,19 @@ def put_policy(request: HttpRequest, tool: str, body: PolicyIn) -> Any:
     actor = request.auth  # type: ignore[attr-defined]
     label = f"token:{actor.name}" if isinstance(actor, AgentToken) else f"user:{actor}"
     try:
-        services.tool_policy_update(tool_name=tool, changes=changes, actor=label)
+        fleet_service.tool_policy_update(tool_name=tool, changes=changes, actor=label)
     except ValidationError as exc:
         return Status(400, {"detail": "invalid policy", "errors": exc.message_dict})
-    return services.fleet_tool_details(tool_name=tool)
+    return fleet_service.fleet_tool_details(tool_name=tool)
 
 
 # Last: its pattern would also match the longer paths above (a tool name may contain '/').
 @router.get(
     "/tools/{path:tool}",
+    operation_id="breakers_api_get_tool",
     auth=OPERATOR,
     response={200: dict[str, Any], 404: ErrorReply},
     summary="One tool's live fleet breaker: streak, workers, policy",
 )
 def get_tool(request: HttpRequest, tool: str) -> Any:
-    return services.fleet_tool_details(tool_name=tool)
+    return fleet_service.fleet_tool_details(tool_name=tool)

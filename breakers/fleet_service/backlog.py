@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from breakers.services import FLEET_STORE_ERRORS, fleet_record_tool_calls
+from breakers.fleet_service import FLEET_STORE_ERRORS, fleet_record_tool_calls
 from runs.ingest_fleet import from_backlog
 from runs.models import FleetBacklog
 

@@ -14,8 +14,7 @@ from django.db.models import Exists, OuterRef
 from breaker_panel.core import State
 from breakers.fleet.rules import OUT_STATES, CauseKind, Transition, TrialMode
 from breakers.fleet.store import FleetStore, ToolState, TrackedTransition
-from breakers.models import Incident, Tool
-from breakers.services.transitions import (
+from breakers.fleet_service.transitions import (
     epoch_ms,
     fleet_store,
     persist_transitions,
@@ -23,6 +22,7 @@ from breakers.services.transitions import (
     saved_state,
     with_restore,
 )
+from breakers.models import Incident, Tool
 
 logger = logging.getLogger(__name__)
 

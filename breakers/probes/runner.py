@@ -17,7 +17,7 @@ from typing import Protocol
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from breakers.http import HttpError, http_request
+from breakers.probes.outbound_http import HttpError, http_request
 
 __all__ = [
     "ProbeResult",

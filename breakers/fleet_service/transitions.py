@@ -24,6 +24,7 @@ from breakers.fleet.store import (
     TrackedTransition,
     redis_client,
 )
+from breakers.fleet_service.errors import UnknownToolError
 from breakers.models import (
     FleetTransition,
     Incident,
@@ -36,7 +37,6 @@ from breakers.models import (
     default_policy,
     ms_to_datetime,
 )
-from breakers.services.errors import UnknownToolError
 
 
 @lru_cache(maxsize=4)

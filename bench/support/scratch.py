@@ -1,6 +1,6 @@
 """Scratch PostgreSQL databases, ``manage.py`` and free ports for the benchmarks: each benchmark
 works in a database of its own, created from nothing and dropped at the end. Imported as
-``scratch`` (the benchmarks run as scripts, with bench/ on the path)."""
+``support.scratch`` (the benchmarks run as scripts, with bench/ on the path)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_database_arguments(

@@ -1,6 +1,6 @@
 """``GET /metrics`` for Prometheus, behind METRICS_TOKEN or METRICS_ALLOWED_NETWORKS.
 
-Web-process counters (``breakers.call_metrics``) are read from gunicorn's multiprocess directory
+Web-process counters (``call_metrics``) are read from gunicorn's multiprocess directory
 (PROMETHEUS_MULTIPROC_DIR). What Celery processes change (breaker states and transitions, alert
 delivery) and what clients report (dropped events) is read from the database at scrape time, so
 it is right whichever process made the change.
@@ -29,9 +29,13 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from breakers.call_metrics import INGEST_BATCH_SECONDS, count_ingest_batch, count_ingest_events
+from breakers.access.ops_endpoints import bearer_token_matches, client_in_networks
 from breakers.models import Alert, AlertState, FleetTransition, Tool
-from breakers.ops_access import bearer_token_matches, client_in_networks
+from breakers.observability.call_metrics import (
+    INGEST_BATCH_SECONDS,
+    count_ingest_batch,
+    count_ingest_events,
+)
 from runs.api import INGEST_RESULT
 from runs.models import BreakerState, Worker
 from runs.services import IngestResult

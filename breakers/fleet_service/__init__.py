@@ -6,7 +6,7 @@ from docs/adr/0024-the-fleet-rules-exist-twice-a.md.
 
 from __future__ import annotations
 
-from breakers.services.commands import (
+from breakers.fleet_service.commands import (
     POLICY_FIELDS,
     fleet_operator_action,
     fleet_policy_sync,
@@ -15,22 +15,22 @@ from breakers.services.commands import (
     fleet_trial_acquire,
     tool_policy_update,
 )
-from breakers.services.errors import (
+from breakers.fleet_service.errors import (
     MAX_REASON_CHARS,
     FleetError,
     FleetInputError,
     NotForcedError,
     UnknownToolError,
 )
-from breakers.services.maintenance import ProbeOrder, fleet_rebuild, fleet_tick
-from breakers.services.selectors import (
+from breakers.fleet_service.maintenance import ProbeOrder, fleet_rebuild, fleet_tick
+from breakers.fleet_service.selectors import (
     FleetView,
     fleet_state,
     fleet_state_from_database,
     fleet_tool_details,
     fleet_view,
 )
-from breakers.services.transitions import FLEET_STORE_ERRORS, fleet_store
+from breakers.fleet_service.transitions import FLEET_STORE_ERRORS, fleet_store
 
 __all__ = [
     "FLEET_STORE_ERRORS",

@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from breakers.ops_access import bearer_token_matches, client_in_networks, ops_redis
+from breakers.access.ops_endpoints import bearer_token_matches, client_in_networks, ops_redis
 
 __all__ = ("BEAT_HEARTBEAT_KEY", "beat_heartbeat", "healthz", "readiness", "readyz")
 

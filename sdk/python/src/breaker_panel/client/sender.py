@@ -3,7 +3,7 @@ it to ``POST /api/v1/events`` in batches.
 
 A batch goes when ``batch_size`` events are waiting or ``flush_interval`` has passed; it takes
 every waiting event up to ``max_batch_size``, so a backlog goes out in fewer, larger requests
-(docs/adr/XXXX-the-sender-drains-a-backlog-in-larger-batches.md). A failed
+(docs/adr/0187-the-sender-drains-a-backlog-in-larger-batches.md). A failed
 send is retried with backoff and resent with the same event ids, so the control plane applies it
 exactly once. "Later" answers (no answer, 401, 408, 429, 503, anything with ``Retry-After``) are
 resent for as long as it takes; a batch the server keeps failing with another 5xx is bisected

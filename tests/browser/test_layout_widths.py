@@ -268,6 +268,8 @@ def page_problems(page: Page, *, width: int, axe: str) -> list[str]:
     return problems
 
 
+# A dozen pages, each laid out and checked by axe: longer than the suite's 120 s on a busy machine.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("width", [390, 768, 1440])
 def test_every_page_fits_and_passes_axe_at_every_width(
     browser: Any, live_server: Any, replay_like: dict[str, int], width: int

@@ -430,4 +430,3 @@ def test_the_admin_passes_axe(
         context.close()
     bad = [f"{path}: {problem}" for path, problems in found.items() for problem in problems]
     assert not bad, "\n".join(bad)
-

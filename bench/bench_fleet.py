@@ -129,8 +129,12 @@ def redis_benchmark(
         "EVALSHA", sha, str(len(keys)), *keys, *args,
     ]  # fmt: skip
     out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600).stdout
-    row = list(csv.DictReader(io.StringIO(out)))[-1]
-    return {name: float(value) for name, value in row.items() if name != "test"}
+    # The "test" column is the command, whose JSON argument has quotes that CSV does not
+    # escape: the figures are read from the end of the line.
+    lines = out.strip().splitlines()
+    names = next(csv.reader(io.StringIO(lines[0])))[1:]
+    values = lines[-1].rsplit(",", len(names))[1:]
+    return {name: float(value.strip('"')) for name, value in zip(names, values, strict=True)}
 
 
 def measure_cost(calls: int) -> list[str]:
@@ -202,9 +206,11 @@ def measure_cost(calls: int) -> list[str]:
         ingest.apply_fleet_outcomes, ingest.fleet_state_for_reply = hooks
 
     keys = [*store.tool_keys(BENCH_TOOL), store.dedupe_key(BENCH_TOOL, "__rand_int__")]
+    # As FleetStore.apply sends it: the calls as one JSON array (event id, worker, outcome,
+    # trial); redis-benchmark puts a fresh number in place of each __rand_int__.
     argv = [
         "1700000000000", *(str(v) for v in store._policy_args(0)[1:]),
-        str(store.dedupe_ttl_ms), "__rand_int__", "w1", "retryable",
+        str(store.dedupe_ttl_ms), json.dumps(["__rand_int__", "w1", "retryable", False]),
     ]  # fmt: skip
     sha = store._scripts["apply"].sha
     one = redis_benchmark(calls, 1, sha, keys, argv)

@@ -40,7 +40,8 @@ def test_a_refused_batch_is_dropped_counted_and_later_events_still_go(
     serve: Callable[..., ScriptedServer], status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = serve(lambda events, nth: (status, {"detail": "no"}) if nth == 1 else accepted(events))
-    plane = new_plane(server.url, batch_size=1, start=False)  # one event a batch: 413 too
+    # One event a batch (a 413 on it is then final).
+    plane = new_plane(server.url, batch_size=1, max_batch_size=1, start=False)
     run = plane.start_run(agent="research")
     refused = event_ids(plane)
     plane.start()

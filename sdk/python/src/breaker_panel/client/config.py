@@ -33,6 +33,9 @@ class PlaneConfig:
     classify: Classifier | None = None  # None: `breaker_panel.classify.classify`
     # -- sending events ------------------------------------------------------------------
     batch_size: int = 100
+    # A batch takes every waiting event up to this (half the server's INGEST_MAX_EVENTS, 1000):
+    # under load a backlog drains in a few large requests instead of many of batch_size.
+    max_batch_size: int = 500
     flush_interval: float = 1.0
     max_buffer: int = 10_000
     timeout: float = 5.0  # seconds per HTTP request, on the background threads

@@ -72,6 +72,7 @@ class ControlPlane:
             self.stats,
             worker_id=worker_id,
             batch_size=config.batch_size,
+            max_batch_size=config.max_batch_size,
             flush_interval=config.flush_interval,
             max_buffer=config.max_buffer,
             backoff=backoff,

@@ -1,7 +1,9 @@
 """The background sender: a bounded buffer that ``record_*()`` appends to, and the thread that sends
 it to ``POST /api/v1/events`` in batches.
 
-A batch goes when ``batch_size`` events are waiting or ``flush_interval`` has passed. A failed
+A batch goes when ``batch_size`` events are waiting or ``flush_interval`` has passed; it takes
+every waiting event up to ``max_batch_size``, so a backlog goes out in fewer, larger requests
+(docs/adr/0187-the-sender-drains-a-backlog-in-larger-batches.md). A failed
 send is retried with backoff and resent with the same event ids, so the control plane applies it
 exactly once. "Later" answers (no answer, 401, 408, 429, 503, anything with ``Retry-After``) are
 resent for as long as it takes; a batch the server keeps failing with another 5xx is bisected
@@ -48,6 +50,7 @@ class EventSender:
         *,
         worker_id: str,
         batch_size: int,
+        max_batch_size: int,
         flush_interval: float,
         max_buffer: int,
         backoff: Backoff,
@@ -58,6 +61,9 @@ class EventSender:
         self.stats = stats
         self.worker_id = worker_id
         self.batch_size = max(1, batch_size)
+        # A backlog (events recorded while the last batch was on the wire) goes out in one
+        # request up to this: the server's cost per request is then paid once per many events.
+        self.max_batch_size = max(self.batch_size, max_batch_size)
         self.flush_interval = flush_interval
         self.max_buffer = max(self.batch_size, max_buffer)
         self.backoff = backoff
@@ -159,7 +165,7 @@ class EventSender:
                 if stopping.is_set():
                     return None
                 self._wake.wait(self.flush_interval)
-            count = min(self.batch_size, len(self.buffer))
+            count = min(self.max_batch_size, len(self.buffer))
             taken = [self.buffer.popleft() for _ in range(count)]
             self.in_flight = count
             self._woken = False

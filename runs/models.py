@@ -134,7 +134,7 @@ class Run(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     tool_attempts = models.PositiveIntegerField(default=0)
     tool_failures = models.PositiveIntegerField(default=0)
-    # Set by the OTLP receiver (runs/otlp/services.py); db_default so the ingest's own INSERT
+    # Set by the OTLP receiver (runs/otlp/receiver.py); db_default so the ingest's own INSERT
     # needs no new column.
     source = models.CharField(
         max_length=10, choices=RunSource, default=RunSource.SDK, db_default="sdk"

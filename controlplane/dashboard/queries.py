@@ -35,7 +35,7 @@ from runs.models import (
     Scope,
     ToolCall,
 )
-from runs.notice_replay import REMOVING_STATES, NoticeReplay
+from runs.notice_rebuild import REMOVING_STATES, NoticeReplay
 
 RUNS_PER_PAGE = 50
 # A run has a step budget of ~20; these caps only bite for a runaway or hostile agent.
@@ -191,7 +191,7 @@ class RunTimeline:
     model_calls_shown: int
     tool_calls_shown: int
     transitions_shown: int
-    # The notice sent with the run's last model call (rebuilt, see runs.notice_replay).
+    # The notice sent with the run's last model call (rebuilt, see runs.notice_rebuild).
     last_notice: str | None = None
     omitted: dict[str, int] = field(default_factory=dict)
 

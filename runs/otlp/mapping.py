@@ -77,7 +77,7 @@ class AgentSpan:
 
 @dataclass(slots=True)
 class RunFacts:
-    """What the ingest events cannot say about a run, applied after them (runs/otlp/services)."""
+    """What the ingest events cannot say about a run, applied after them (runs/otlp/receiver)."""
 
     run_id: str
     worker_id: str

@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from runs.auth import AgentAuth
 from runs.otlp.decode import JSON, PROTOBUF, BadExport, decode_export
-from runs.otlp.services import OtlpResult, ingest_otlp_export, mapping_config
+from runs.otlp.receiver import OtlpResult, ingest_otlp_export, mapping_config
 from runs.replies import DB_UNAVAILABLE_RETRY_AFTER_S
 from runs.services import IngestConflict
 

@@ -526,6 +526,10 @@ def measure_trials(url: str, kind: str, workers: int, cycles: int, label: str) -
         for (start, end), n in zip(windows, per_window, strict=True)
         if n
     )
+    for (start, end), n in zip(windows, per_window, strict=True):
+        if n > 1:  # who called, when (ms after the window opened): for the reader to diagnose
+            who = [(w, round((t - start) * 1000)) for t, w in calls if start <= t <= end]
+            print(f"{label}: window of {round((end - start) * 1000)} ms, calls {who}", flush=True)
     spread = {n: per_window.count(n) for n in sorted(set(per_window))}
     callers = len({w for _, w in calls})
 

@@ -300,3 +300,21 @@ def test_runs_affected_is_half_open_and_the_alerts_count_the_same_runs(db: None)
     assert incident_cost(tool_name="web_search", start=start, end=end) == during
     after = incident_measures(tool="web_search", start=end, end=end + timedelta(minutes=10))
     assert (after.runs, after.tool_calls) == (1, 1)
+
+
+def test_a_long_runs_table_is_folded(viewer_client: Client) -> None:
+    """Up to 50 runs affected: the newest ten are shown, the rest sit in "N more runs"."""
+    tool = make_tool("web_search")
+    worker = make_worker("w-1")
+    for n in range(14):
+        run = make_run(f"r-{n:02d}", worker=worker, started_at=T0 + timedelta(seconds=n))
+        make_tool_call(run, step=1, ts=T0 + timedelta(seconds=n), outcome="retryable")
+    incident = make_incident(tool, opened_at=T0, closed_at=T0 + timedelta(minutes=5))
+    html = viewer_client.get(f"/incidents/{incident.pk}/").content.decode()
+    section = html[html.index('id="affected-title"') :]
+    shown, folded = section.split('<details class="fold">', 1)
+    folded = folded.split("</details>", 1)[0]
+    assert "<summary>4 more runs</summary>" in folded
+    # Newest first: r-13 .. r-04 shown, r-03 .. r-00 folded, each run once.
+    assert [f"r-{n:02d}" in shown for n in range(14)] == [False] * 4 + [True] * 10
+    assert all(f"r-{n:02d}" in folded for n in range(4))

@@ -210,11 +210,11 @@ def measure_cost(calls: int) -> list[str]:
         ingest.apply_fleet_outcomes, ingest.fleet_state_for_reply = hooks
 
     keys = [*store.tool_keys(BENCH_TOOL), store.dedupe_key(BENCH_TOOL, "__rand_int__")]
-    # As FleetStore.apply sends it: the calls as one JSON array (event id, worker, outcome,
-    # trial); redis-benchmark puts a fresh number in place of each __rand_int__.
+    # As FleetStore.apply sends it: the calls as one JSON array (event id, voter, outcome,
+    # trial, holder); redis-benchmark puts a fresh number in place of each __rand_int__.
     argv = [
         "1700000000000", *(str(v) for v in store._policy_args(0)[1:]),
-        str(store.dedupe_ttl_ms), json.dumps(["__rand_int__", "w1", "retryable", False]),
+        str(store.dedupe_ttl_ms), json.dumps(["__rand_int__", "w1", "retryable", False, "w1"]),
     ]  # fmt: skip
     sha = store._scripts["apply"].sha
     one = redis_benchmark(calls, 1, sha, keys, argv)

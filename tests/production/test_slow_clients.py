@@ -72,6 +72,8 @@ def test_half_sent_requests_do_not_delay_an_ingest(
     _token, raw = AgentToken.issue(name="steady")
     # Several ingests while 20 clients hold their connections open; each is answered at once
     # (a sync worker model stalls every endpoint until the clients time out: 30 s and more).
+    # The bound tells "answered" from "stalled until the slow clients time out" (30 s and more);
+    # it is not a speed claim, so it leaves room for a machine at load 20 (where 1 s failed).
     delays = [_ingest(production_web, raw) for _ in range(5)]
-    assert max(delays) < 1.0, delays
+    assert max(delays) < 10.0, delays
     assert Run.objects.filter(worker__worker_id="steady-worker").count() == 5

@@ -78,11 +78,15 @@ def delete_bench_keys() -> None:
     from breakers.fleet_service import fleet_store
 
     store = fleet_store()
-    for pattern in ("bp:{bench_fleet*", "bp:{prop-*"):
+    for pattern in ("bp:{bench_fleet*", "bp:{prop-*", "bp:{trials-*", "bp:{rogue-*"):
         keys = list(store.client.scan_iter(match=pattern, count=1000))
         for start in range(0, len(keys), 1000):
             store.client.delete(*keys[start : start + 1000])
-    ours = [name for name in store.tools() if name.startswith((BENCH_TOOL, "prop-"))]
+    ours = [
+        name
+        for name in store.tools()
+        if name.startswith((BENCH_TOOL, "prop-", "trials-", "rogue-"))
+    ]
     if ours:
         store.client.srem(store.tools_key, *ours)
 
@@ -206,11 +210,11 @@ def measure_cost(calls: int) -> list[str]:
         ingest.apply_fleet_outcomes, ingest.fleet_state_for_reply = hooks
 
     keys = [*store.tool_keys(BENCH_TOOL), store.dedupe_key(BENCH_TOOL, "__rand_int__")]
-    # As FleetStore.apply sends it: the calls as one JSON array (event id, worker, outcome,
-    # trial); redis-benchmark puts a fresh number in place of each __rand_int__.
+    # As FleetStore.apply sends it: the calls as one JSON array (event id, voter, outcome,
+    # trial, holder); redis-benchmark puts a fresh number in place of each __rand_int__.
     argv = [
         "1700000000000", *(str(v) for v in store._policy_args(0)[1:]),
-        str(store.dedupe_ttl_ms), json.dumps(["__rand_int__", "w1", "retryable", False]),
+        str(store.dedupe_ttl_ms), json.dumps(["__rand_int__", "w1", "retryable", False, "w1"]),
     ]  # fmt: skip
     sha = store._scripts["apply"].sha
     one = redis_benchmark(calls, 1, sha, keys, argv)
@@ -393,6 +397,270 @@ def _prop_call(run_id: str, tool: str, n: str) -> dict[str, Any]:
     return {**_tool_call(run_id, 0), "id": f"{run_id}-{n}-{secrets.token_hex(4)}", "tool": tool}
 
 
+# --- part 3: fleet at scale: one trial per half-open cycle, and a misbehaving token ----------
+
+
+@dataclass
+class Fleet:
+    """``workers`` agent workers, one ControlPlane each on its own thread, against one server."""
+
+    url: str
+    tokens: list[str]  # per worker (the same one repeated for a shared token)
+    workers: list[str]
+
+    def planes(self) -> list[Any]:
+        from breaker_panel.client import ControlPlane, PlaneConfig
+
+        # No worker-scope breakers (a worker's own trial failures would trip its own): only the
+        # fleet's decisions are measured.
+        config = PlaneConfig(
+            flush_interval=0.5, trial_retry_interval=0.2, timeout=5.0, scopes=("run", "fleet")
+        )
+        return [
+            ControlPlane(self.url, token=token, worker_id=worker, config=config)
+            for token, worker in zip(self.tokens, self.workers, strict=True)
+        ]
+
+
+def bench_tokens(kind: str, workers: list[str]) -> list[str]:
+    from runs.models import AgentToken
+
+    if kind == "shared":  # one unbound token for every worker: one voter, 64 lease holders
+        return [AgentToken.issue(name=f"bench shared {secrets.token_hex(3)}")[1]] * len(workers)
+    return [AgentToken.issue(name=f"bench {w}", worker_id=w)[1] for w in workers]
+
+
+def open_with_two_tokens(url: str, tool: str) -> None:
+    """Two bound tokens (two voters) open ``tool``: 3 + 2 retryable failures."""
+    from runs.models import AgentToken
+
+    for worker, count in (("opener-1", 3), ("opener-2", 2)):
+        worker = f"{worker}-{secrets.token_hex(3)}"
+        token = AgentToken.issue(name=f"bench {worker}", worker_id=worker)[1]
+        run_id = f"{worker}-run"
+        calls = [{**_prop_call(run_id, tool, str(n)), "ts": _now_iso()} for n in range(count)]
+        post_events(url, token, worker, [_run_started(run_id), *calls])
+
+
+def _now_iso() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def measure_trials(url: str, kind: str, workers: int, cycles: int, label: str) -> list[str]:
+    """(a) ``cycles`` half-open windows of a tool without a probe whose every trial fails (so it
+    re-opens at once, cooldown 0.5 s); every worker starts short runs while it sees the tool
+    half-open and calls it when a run offers it. Each call is put in the half-open window whose
+    server-side interval holds it: exactly one per window is the goal."""
+    from breaker_panel import ToolFailure
+    from breakers.fleet_service import fleet_tick, tool_policy_update
+    from breakers.models import FleetTransition, Tool
+
+    key = secrets.token_hex(3)
+    tool = f"trials-{key}"
+    tools = [{"type": "function", "function": {"name": tool}}]
+    Tool.objects.create(name=tool)
+    tool_policy_update(
+        tool_name=tool,
+        changes={"cooldown_seconds": 0.5, "max_cooldown_seconds": 0.5},
+        actor="bench",
+    )
+    names = [f"trial-w{i}-{key}" for i in range(workers)]
+    fleet = Fleet(url, bench_tokens(kind, names), names)
+    planes = fleet.planes()
+    calls: list[tuple[float, str]] = []
+    lock, stop = threading.Lock(), threading.Event()
+    down = ToolFailure("503 from vendor", retryable=True)
+
+    def worker(plane: Any) -> None:
+        while not stop.is_set():
+            status = plane.fleet.snapshot().get(tool)
+            if status is None or str(status.state) != "half_open":
+                time.sleep(0.02)
+                continue
+            with plane.start_run(agent="bench", step_budget=20) as run:
+                if run.available(tools):
+                    with lock:
+                        calls.append((time.time(), plane.worker_id))
+                    run.record_failure(tool, down)
+            time.sleep(random.uniform(0.05, 0.15))
+
+    def decided() -> int:
+        return FleetTransition.objects.filter(tool__name=tool, from_state="half_open").count()
+
+    threads = [threading.Thread(target=worker, args=(p,), daemon=True) for p in planes]
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    open_with_two_tokens(url, tool)
+    for thread in threads:
+        thread.start()
+    deadline = started + 30 + cycles * 10
+    try:
+        while decided() < cycles and time.monotonic() < deadline:
+            fleet_tick()  # Celery beat's tick, every 50 ms here
+            time.sleep(0.05)
+        time.sleep(1.0)  # calls of the last window still in flight are counted too
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        for plane in planes:
+            plane.close(timeout=5)
+    elapsed = time.monotonic() - started
+    load_after = os.getloadavg()
+    rows = list(
+        FleetTransition.objects.filter(tool__name=tool)
+        .order_by("seq")
+        .values_list("to_state", "at")
+    )
+    windows = [
+        (at.timestamp(), rows[i + 1][1].timestamp())
+        for i, (state, at) in enumerate(rows[:-1])
+        if state == "half_open"
+    ]
+    per_window = [sum(start <= t <= end for t, _ in calls) for start, end in windows]
+    outside = len(calls) - sum(per_window)
+    delays = sorted(
+        min(t for t, _ in calls if start <= t <= end) - start
+        for (start, end), n in zip(windows, per_window, strict=True)
+        if n
+    )
+    for (start, end), n in zip(windows, per_window, strict=True):
+        if n > 1:  # who called, when (ms after the window opened): for the reader to diagnose
+            who = [(w, round((t - start) * 1000)) for t, w in calls if start <= t <= end]
+            print(f"{label}: window of {round((end - start) * 1000)} ms, calls {who}", flush=True)
+    spread = {n: per_window.count(n) for n in sorted(set(per_window))}
+    callers = len({w for _, w in calls})
+
+    def pct(values: list[float], q: float) -> str:
+        return f"{values[min(len(values) - 1, int(len(values) * q))] * 1000:.0f}" if values else "-"
+
+    return [
+        f"| {label} | {len(windows)} | {spread.get(1, 0)} | {spread.get(0, 0)} "
+        f"| {sum(c for n, c in spread.items() if n > 1)} | {max(per_window, default=0)} "
+        f"| {outside} | {callers} | {pct(delays, 0.5)}; {pct(delays, 0.99)} | {elapsed:.0f} "
+        f"| {load_before[0]:.1f} → {load_after[0]:.1f} |"
+    ]
+
+
+def measure_rogue(url: str, workers: int, seconds: float, rogue_ids: int, label: str) -> list[str]:
+    """(b) A healthy tool: ``workers`` workers (bound tokens) each start a run a second and call
+    it successfully, while one unbound token posts batches of 5 retryable failures as
+    ``rogue_ids`` invented worker ids in turn. Counts the opens of the tool."""
+    from breakers.models import FleetTransition, Tool
+    from runs.models import AgentToken
+
+    key = secrets.token_hex(3)
+    tool = f"rogue-{key}"
+    tools = [{"type": "function", "function": {"name": tool}}]
+    Tool.objects.create(name=tool)
+    names = [f"healthy-w{i}-{key}" for i in range(workers)]
+    planes = Fleet(url, bench_tokens("bound", names), names).planes()
+    rogue = AgentToken.issue(name=f"bench rogue {key}")[1]
+    stop = threading.Event()
+    sent = {"failures": 0, "successes": 0, "batches": 0}
+    lock = threading.Lock()
+
+    def worker(plane: Any) -> None:
+        time.sleep(random.uniform(0, 1.0))
+        while not stop.is_set():
+            with plane.start_run(agent="bench", step_budget=20) as run:
+                if run.available(tools):
+                    run.record_success(tool)
+                    with lock:
+                        sent["successes"] += 1
+            time.sleep(1.0)
+
+    def misbehave() -> None:
+        n = 0
+        while not stop.is_set():
+            fake = f"rogue-{n % rogue_ids}-{key}"
+            run_id = f"{fake}-run-{n}"
+            failures = [{**_prop_call(run_id, tool, str(i)), "ts": _now_iso()} for i in range(5)]
+            post_events(url, rogue, fake, [_run_started(run_id), *failures])
+            sent["failures"] += 5
+            sent["batches"] += 1
+            n += 1
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=worker, args=(p,), daemon=True) for p in planes]
+    threads.append(threading.Thread(target=misbehave, daemon=True))
+    load_before = os.getloadavg()
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(15)
+    for plane in planes:
+        plane.close(timeout=5)
+    load_after = os.getloadavg()
+    opens = FleetTransition.objects.filter(tool__name=tool, to_state="open").count()
+    return [
+        f"| {label} | {seconds:.0f} | {sent['batches']} x 5 from {rogue_ids} ids "
+        f"| {sent['successes']} | **{opens}** | {load_before[0]:.1f} → {load_after[0]:.1f} |"
+    ]
+
+
+def run_at_scale(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
+    held = args.workers + 1
+    server_env = env | {"BREAKER_FLEET_MAX_WAITERS": str(held), "DB_CONN_MAX_AGE": "0"}
+    report: list[str] = []
+
+    def with_server(extra: dict[str, str], tree: Path, measure: Callable[[str], list[str]]) -> None:
+        port = free_port()
+        server = start_gunicorn(server_env | extra, port, threads=held + 4, tree=tree)
+        try:
+            rows = measure(f"http://127.0.0.1:{port}")
+            print("\n".join(rows), flush=True)  # kept if a later variant fails
+            report.extend(rows)
+        finally:
+            server.terminate()
+            server.wait(30)
+
+    if args.part in ("trials", "scale"):
+        report += [
+            f"(a) {args.workers} workers, {args.cycles} half-open cycles each; gunicorn 2 x "
+            f"{held + 4} threads\n",
+            "| tokens | windows | with 1 trial call | with 0 | with 2+ | most in one "
+            "| calls outside a window | workers that called | half-open to the call, p50; "
+            "p99 ms | s | load avg (1 min) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        variants = [
+            ("bound", ROOT, "one bound token per worker"),
+            ("shared", ROOT, "one shared token"),
+        ]
+        if args.baseline_tree:
+            variants.append(("shared", args.baseline_tree, "one shared token, baseline tree"))
+        for kind, tree, label in variants:
+            with_server(
+                {},
+                tree,
+                lambda url, kind=kind, label=label: measure_trials(
+                    url, kind, args.workers, args.cycles, label
+                ),
+            )
+        report.append("")
+    if args.part in ("rogue", "scale"):
+        report += [
+            f"(b) {args.workers} healthy workers (bound tokens) and one misbehaving token\n",
+            "| quorum | s | misbehaving failures | healthy successes | opens | load avg (1 min) |",
+            "|---|---:|---|---:|---:|---|",
+        ]
+        for quorum in ("tokens", "workers"):
+            label = f"`FLEET_QUORUM={quorum}`" + (" (default)" if quorum == "tokens" else "")
+            with_server(
+                {"FLEET_QUORUM": quorum},
+                ROOT,
+                lambda url, label=label: measure_rogue(
+                    url, args.workers, args.seconds, args.rogue_ids, label
+                ),
+            )
+    return report
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 
@@ -401,7 +669,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     add_database_arguments(parser, "fleet", redis_url=False)
-    parser.add_argument("--part", choices=["cost", "propagation", "both"], default="both")
+    parser.add_argument(
+        "--part",
+        choices=["cost", "propagation", "both", "trials", "rogue", "scale"],
+        default="both",
+        help="both: cost and propagation; scale: trials and rogue",
+    )
+    parser.add_argument("--cycles", type=int, default=20, help="half-open cycles (trials)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="duration (rogue)")
+    parser.add_argument("--rogue-ids", type=int, default=20, help="invented worker ids (rogue)")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--workers", type=int, default=50, help="agent workers that must see it")
@@ -468,6 +744,8 @@ def main() -> None:
                     finally:
                         server.terminate()
                         server.wait(30)
+            if args.part in ("trials", "rogue", "scale"):
+                report += run_at_scale(args, env)
         finally:
             delete_bench_keys()
             from django.db import connections

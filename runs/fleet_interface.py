@@ -31,6 +31,13 @@ class AcceptedToolCall:
     # A resent call stored before: the fleet store recognises it if it counted it already, and
     # it is not counted again in the web process's call metrics.
     resent: bool = False
+    # Who made the call, for the trial lease: the worker, not the voter. Several workers may share
+    # one unbound token (one voter), yet only one of them holds a trial; "" means ``worker_id``.
+    holder: str = ""
+
+    @property
+    def lease_holder(self) -> str:
+        return self.holder or self.worker_id
 
 
 class FleetUpdater(Protocol):

@@ -21,6 +21,7 @@ __all__ = (
     "apply_fleet_outcomes",
     "backlog_item",
     "fleet_identity",
+    "fleet_lease_holder",
     "fleet_ready",
     "fleet_state_for_reply",
     "fleet_updater",
@@ -132,3 +133,16 @@ def fleet_identity(*, worker_id: str, token: AgentToken | None) -> str:
     if token.worker_id:
         return token.worker_id
     return f"token:{token.pk}"
+
+
+def fleet_lease_holder(*, worker_id: str, token: AgentToken | None) -> str:
+    """Who holds a fleet trial lease (and whose trial call decides): the worker, not the voter.
+
+    A bound token is its worker; an unbound token is one voter however many workers share it,
+    but each of them is its own holder (``token:<pk>/<worker id>``), so exactly one of them makes
+    the trial call (docs/adr/XXXX-trial-lease-holder-is-the-worker.md). With
+    ``FLEET_QUORUM = "workers"`` the worker id is both.
+    """
+    if token is None or token.worker_id or settings.FLEET_QUORUM == "workers":
+        return fleet_identity(worker_id=worker_id, token=token)
+    return f"token:{token.pk}/{worker_id}"

@@ -37,6 +37,7 @@ from runs.fleet_interface import AcceptedToolCall
 from runs.ingest_fleet import (
     apply_fleet_outcomes,
     fleet_identity,
+    fleet_lease_holder,
     fleet_ready,
     fleet_state_for_reply,
 )
@@ -189,6 +190,10 @@ def ingest_batch(
     """
     check_bound_worker(token=token, worker_id=worker_id)
     now = now or timezone.now()
+    who = _FleetWho(
+        voter=fleet_identity(worker_id=worker_id, token=token),
+        holder=fleet_lease_holder(worker_id=worker_id, token=token),
+    )
     valid, rejected = validate_events(events, may_hold_nulls=may_hold_nulls)
     # Fail before writing anything while the fleet store is unreachable (503, resend later).
     if any(isinstance(event, ToolCallEvent) for _, event in valid):
@@ -213,9 +218,7 @@ def ingest_batch(
                 statement_timeout_ms=settings.INGEST_STATEMENT_TIMEOUT_MS,
             )
             fresh = [(index, event) for index, event in valid if event.id in claim.new_event_ids]
-            plan = _plan(
-                fresh, claim=claim, worker_id=fleet_identity(worker_id=worker_id, token=token)
-            )
+            plan = _plan(fresh, claim=claim, who=who)
             if dropped is not None and dropped.report_id in claim.new_event_ids:
                 plan.writes.dropped_events = dropped.count
             rejected.extend(plan.rejected)
@@ -230,9 +233,7 @@ def ingest_batch(
         if not committing or not _commit_landed(claim, fresh):
             raise
         logger.warning("ingest commit was not acknowledged but landed: %s", exc)
-    resent = _resent_tool_calls(
-        valid, claim=claim, worker_id=fleet_identity(worker_id=worker_id, token=token), now=now
-    )
+    resent = _resent_tool_calls(valid, claim=claim, who=who, now=now)
     apply_fleet_outcomes(tool_calls=[*plan.fleet_calls, *resent])
     rejected.sort(key=lambda r: r.index)
     return IngestResult(
@@ -259,8 +260,17 @@ def _commit_landed(claim: Claim, fresh: list[tuple[int, Event]]) -> bool:
         raise CommitUnknown(str(exc)) from exc
 
 
+@dataclass(frozen=True, slots=True)
+class _FleetWho:
+    """Whom a batch's tool calls count for (the quorum's voter) and who made them (the trial
+    lease's holder): the two differ for workers sharing an unbound token."""
+
+    voter: str
+    holder: str
+
+
 def _resent_tool_calls(
-    valid: list[tuple[int, Event]], *, claim: Claim, worker_id: str, now: datetime
+    valid: list[tuple[int, Event]], *, claim: Claim, who: _FleetWho, now: datetime
 ) -> list[AcceptedToolCall]:
     """The tool calls of a resend that were stored before, for the fleet store, which counts
     each event id once: those a lost commit acknowledgement kept from the fleet are counted now,
@@ -284,7 +294,8 @@ def _resent_tool_calls(
         AcceptedToolCall(
             event_id=event.id,
             ts=event.ts,
-            worker_id=worker_id,
+            worker_id=who.voter,
+            holder=who.holder,
             run_id=event.run_id,
             tool=event.tool,
             outcome=event.outcome,
@@ -299,7 +310,7 @@ def _resent_tool_calls(
     ]
 
 
-def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _Plan:
+def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, who: _FleetWho) -> _Plan:
     """Resolve each new event's run, reject those that name an unknown run or would overflow
     its totals, and turn the rest into rows and run totals.
 
@@ -308,9 +319,9 @@ def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str) -> _P
     are added without a check each, and only a batch where a run ends past a limit is planned
     again, event by event, to refuse exactly the events past it.
     """
-    plan = _plan_events(fresh, claim=claim, worker_id=worker_id, checked=False)
+    plan = _plan_events(fresh, claim=claim, who=who, checked=False)
     if any(_past_limit(ref) for ref in plan.runs.values()):
-        plan = _plan_events(fresh, claim=claim, worker_id=worker_id, checked=True)
+        plan = _plan_events(fresh, claim=claim, who=who, checked=True)
     return plan
 
 
@@ -328,7 +339,7 @@ def _past_limit(ref: _RunRef) -> bool:
 
 
 def _plan_events(
-    fresh: list[tuple[int, Event]], *, claim: Claim, worker_id: str, checked: bool
+    fresh: list[tuple[int, Event]], *, claim: Claim, who: _FleetWho, checked: bool
 ) -> _Plan:
     runs = {
         run.run_id: _RunRef(run.run_id, run.pk, run.started_at, run.finished, _room(run.totals))
@@ -366,7 +377,7 @@ def _plan_events(
             if reason is not None:
                 plan.rejected.append(Rejection(index, event.id, reason))
                 continue
-        reason = _add(ref, event, plan, worker_id=worker_id, checked=checked)
+        reason = _add(ref, event, plan, who=who, checked=checked)
         if reason is not None:
             plan.rejected.append(Rejection(index, event.id, reason))
 
@@ -400,7 +411,7 @@ def _refuse_reference(ref: _RunRef | None, event: Event) -> str | None:
 
 
 def _add(
-    ref: _RunRef | None, event: Event, plan: _Plan, *, worker_id: str, checked: bool
+    ref: _RunRef | None, event: Event, plan: _Plan, *, who: _FleetWho, checked: bool
 ) -> str | None:
     """Count an accepted event towards its run and queue its row; or say why it cannot be
     (``checked``: whether its run's totals would pass a limit; see ``_plan``)."""
@@ -465,7 +476,8 @@ def _add(
             AcceptedToolCall(
                 event_id=event.id,
                 ts=event.ts,
-                worker_id=worker_id,
+                worker_id=who.voter,
+                holder=who.holder,
                 run_id=ref.run_id,
                 tool=event.tool,
                 outcome=event.outcome,

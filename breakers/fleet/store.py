@@ -418,14 +418,14 @@ class FleetStore:
         """Apply accepted outcomes of ``tool`` (each call's own) in order; raises ``Missing``
         (nothing applied).
 
-        The calls go as one JSON argument, not four arguments each: redis-py packs every
+        The calls go as one JSON argument, not five arguments each: redis-py packs every
         argument in Python, which cost more than the rest of the call (docs/benchmarks.md).
         """
         fields: list[str | bool] = []
         keys = []
         seen = self.dedupe_key(tool, "")  # the tool's part, quoted once per batch, not per call
         for call in calls:
-            fields += (call.event_id, call.worker_id, call.outcome, call.trial)
+            fields += (call.event_id, call.worker_id, call.outcome, call.trial, call.lease_holder)
             keys.append(seen + (call.dedupe_id or call.event_id))
         data = self._run("apply", tool, now, str(self.dedupe_ttl_ms), json.dumps(fields), keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))

@@ -38,7 +38,7 @@ from runs.auth import AgentAuth, OperatorAuth
 from runs.models import AgentToken
 from runs.replies import service_unavailable
 from runs.schemas import ErrorReply, FleetState, FleetTool, Identifier
-from runs.services import TokenMismatch, check_bound_worker, fleet_identity
+from runs.services import TokenMismatch, check_bound_worker, fleet_lease_holder
 
 router = Router(tags=["fleet"])
 
@@ -198,7 +198,8 @@ def post_trial(request: HttpRequest, tool: str, body: TrialIn) -> Any:
         check_bound_worker(token=token, worker_id=body.worker_id)
     except TokenMismatch as exc:
         return Status(403, {"detail": exc.detail})
-    holder = fleet_identity(worker_id=body.worker_id, token=token)
+    # The worker holds the lease, not its token's vote: workers sharing a token get one trial.
+    holder = fleet_lease_holder(worker_id=body.worker_id, token=token)
     grant = fleet_service.fleet_trial_acquire(tool_name=tool, worker_id=holder)
     expires = ms_to_datetime(grant.lease_until) if grant.granted else None
     return {"granted": grant.granted, "window": grant.window, "expires_at": expires}

@@ -20,6 +20,7 @@ def fleet_call(
     trial: bool = False,
     dedupe_id: str = "",
     ts: datetime = NEVER_STALE,
+    holder: str = "",
 ) -> AcceptedToolCall:
     """One accepted call of ``tool`` by ``worker_id``; callers drive time through ``now``."""
     return AcceptedToolCall(
@@ -33,4 +34,5 @@ def fleet_call(
         error="",
         trial=trial,
         dedupe_id=dedupe_id,
+        holder=holder,
     )

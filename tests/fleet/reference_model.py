@@ -89,10 +89,13 @@ class FleetBreaker:
         now: int,
         policy: FleetPolicy,
         trial: bool = False,
+        holder: str = "",
     ) -> Transition | None:
         """One accepted ``tool.call``; a resent event id is applied once (returns None).
 
         ``trial`` is the event's flag, set by the SDK on the one call made under a trial lease.
+        ``worker`` is the voter the quorum counts; ``holder`` the worker that made the call, whom
+        a trial lease names ("" means ``worker``): workers sharing a token are one voter.
         """
         if event_id in self.seen:
             return None
@@ -102,7 +105,7 @@ class FleetBreaker:
         if (
             self.auto is State.HALF_OPEN
             and trial
-            and self.lease_holder == AGENT_HOLDER_PREFIX + worker
+            and self.lease_holder == AGENT_HOLDER_PREFIX + (holder or worker)
             and now <= self.lease_until
         ):
             return self._agent_trial(event_id, worker, outcome, now, policy)

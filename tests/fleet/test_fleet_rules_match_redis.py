@@ -37,7 +37,10 @@ from breakers.fleet_service import fleet_store
 from scripts.testing.fleet_calls import fleet_call
 from tests.fleet.reference_model import FleetBreaker
 
-WORKERS = st.sampled_from(["w1", "w2", "w3"])
+WORKERS = st.sampled_from(["w1", "w2", "w3", "t1/a", "t1/b"])
+# Who a worker votes as: two workers ("t1/a", "t1/b") share one unbound token, one voter but
+# two trial-lease holders (runs.ingest_fleet.fleet_lease_holder).
+VOTER = {"w1": "w1", "w2": "w2", "w3": "w3", "t1/a": "t1", "t1/b": "t1"}
 OUTCOMES = st.sampled_from(
     [Outcome.RETRYABLE, Outcome.RETRYABLE, Outcome.RETRYABLE, Outcome.SUCCESS, Outcome.SEMANTIC]
 )
@@ -120,14 +123,18 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
             batch_ids.add(event_id)
             worker, outcome = data.draw(WORKERS, "worker"), data.draw(OUTCOMES, "outcome")
             trial = data.draw(st.booleans(), "trial")
-            events.append(fleet_call(event_id, self.tool, worker, outcome.value, trial=trial))
+            voter = VOTER[worker]
+            events.append(
+                fleet_call(event_id, self.tool, voter, outcome.value, trial=trial, holder=worker)
+            )
             change = self.model.apply(
                 event_id=event_id,
-                worker=worker,
+                worker=voter,
                 outcome=outcome,
                 now=self.now,
                 policy=self.policy,
                 trial=trial,
+                holder=worker,
             )
             if change is not None:
                 expected.append(change)
@@ -184,19 +191,18 @@ class FleetRulesMatchRedis(RuleBasedStateMachine):
         worker = self.model.lease_holder.removeprefix(AGENT_HOLDER_PREFIX)
         event_id = f"e{len(self.event_ids)}"
         self.event_ids.append(event_id)
+        voter = VOTER[worker]
         change = self.model.apply(
             event_id=event_id,
-            worker=worker,
+            worker=voter,
             outcome=outcome,
             now=self.now,
             policy=self.policy,
             trial=trial,
+            holder=worker,
         )
-        result = self.store.apply(
-            self.tool,
-            [fleet_call(event_id, self.tool, worker, outcome.value, trial=trial)],
-            now=self.now,
-        )
+        call = fleet_call(event_id, self.tool, voter, outcome.value, trial=trial, holder=worker)
+        result = self.store.apply(self.tool, [call], now=self.now)
         assert _comparable(_unwrap(result.transitions)) == _comparable([change] if change else [])
 
     @rule(data=st.data(), ok=st.booleans(), latest=st.booleans())

@@ -1,6 +1,7 @@
 -- Applies accepted tool.call outcomes of one tool, in order, once each.
--- ARGV[7] dedupe TTL (ms); ARGV[8] a JSON array of quadruplets, flat (event id, worker id,
--- outcome, trial true/false);
+-- ARGV[7] dedupe TTL (ms); ARGV[8] a JSON array of quintuplets, flat (event id, voter: the
+-- worker or token the quorum counts, outcome, trial true/false, holder: the worker that made
+-- the call, whom a trial lease names; several workers on one token are one voter, many holders);
 -- KEYS[3 + i] the dedupe key of the i-th event (same hash tag).
 -- Returns {"missing": true} when the tool has no state here (new tool, or Redis lost its data):
 -- the caller restores it from the database and calls again, so nothing is re-admitted silently.
@@ -68,15 +69,15 @@ local function agent_trial(event_id, worker, outcome)
 end
 
 local events = cjson.decode(ARGV[8])
-for i = 0, #events / 4 - 1 do
-  local event_id, worker, outcome = events[1 + 4 * i], events[2 + 4 * i], events[3 + 4 * i]
-  local trial = events[4 + 4 * i] == true
+for i = 0, #events / 5 - 1 do
+  local event_id, worker, outcome = events[1 + 5 * i], events[2 + 5 * i], events[3 + 5 * i]
+  local trial, holder = events[4 + 5 * i] == true, events[5 + 5 * i]
   if redis.call('SET', KEYS[4 + i], '1', 'NX', 'PX', ttl) then
     applied = applied + 1
     changed = true
     if st.auto == 'closed' then
       count(event_id, worker, outcome)
-    elseif st.auto == 'half_open' and trial and str(st, 'lh') == AGENT_PREFIX .. worker
+    elseif st.auto == 'half_open' and trial and str(st, 'lh') == AGENT_PREFIX .. holder
         and NOW <= num(st, 'lu', 0) then
       -- Only the call made under the live lease decides; the holder's late results of calls
       -- started before the trip, and a trial reported after the lease ran out, do not.

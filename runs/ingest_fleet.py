@@ -140,7 +140,7 @@ def fleet_lease_holder(*, worker_id: str, token: AgentToken | None) -> str:
 
     A bound token is its worker; an unbound token is one voter however many workers share it,
     but each of them is its own holder (``token:<pk>/<worker id>``), so exactly one of them makes
-    the trial call (docs/adr/XXXX-trial-lease-holder-is-the-worker.md). With
+    the trial call (docs/adr/0189-trial-lease-holder-is-the-worker.md). With
     ``FLEET_QUORUM = "workers"`` the worker id is both.
     """
     if token is None or token.worker_id or settings.FLEET_QUORUM == "workers":

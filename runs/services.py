@@ -268,6 +268,25 @@ class _FleetWho:
     voter: str
     holder: str
 
+    def tool_call(
+        self, event: ToolCallEvent, *, dedupe_id: str, resent: bool = False
+    ) -> AcceptedToolCall:
+        """``event`` as the fleet store takes it, counted for this batch's voter and holder."""
+        return AcceptedToolCall(
+            event_id=event.id,
+            ts=event.ts,
+            worker_id=self.voter,
+            holder=self.holder,
+            run_id=event.run_id,
+            tool=event.tool,
+            outcome=event.outcome,
+            attempts=_attempts(event),
+            error=event.error,
+            trial=event.trial,
+            dedupe_id=dedupe_id,
+            resent=resent,
+        )
+
 
 def _resent_tool_calls(
     valid: list[tuple[int, Event]], *, claim: Claim, who: _FleetWho, now: datetime
@@ -291,20 +310,7 @@ def _resent_tool_calls(
         ).values_list("event_id", flat=True)
     )
     return [  # in the batch's order: the fleet breaker counts outcomes in sequence
-        AcceptedToolCall(
-            event_id=event.id,
-            ts=event.ts,
-            worker_id=who.voter,
-            holder=who.holder,
-            run_id=event.run_id,
-            tool=event.tool,
-            outcome=event.outcome,
-            attempts=_attempts(event),
-            error=event.error,
-            trial=event.trial,
-            dedupe_id=key,
-            resent=True,
-        )
+        who.tool_call(event, dedupe_id=key, resent=True)
         for key, event in resent.items()
         if key in recent
     ]
@@ -472,21 +478,8 @@ def _add(
             event.id, ref.run_id, event.ts, event.step, event.tool, event.outcome, attempts,
             event.duration_ms, event.error,
         ))  # fmt: skip
-        plan.fleet_calls.append(
-            AcceptedToolCall(
-                event_id=event.id,
-                ts=event.ts,
-                worker_id=who.voter,
-                holder=who.holder,
-                run_id=ref.run_id,
-                tool=event.tool,
-                outcome=event.outcome,
-                attempts=attempts,
-                error=event.error,
-                trial=event.trial,
-                dedupe_id=plan.ledger_prefix + event.id,  # ledger_key(worker_pk, event.id)
-            )
-        )
+        # dedupe_id: ledger_key(worker_pk, event.id), its prefix computed once per batch
+        plan.fleet_calls.append(who.tool_call(event, dedupe_id=plan.ledger_prefix + event.id))
     return None
 
 

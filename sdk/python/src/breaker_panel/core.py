@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from breaker_panel.classify import Classifier, ToolFailure, exception_text
 from breaker_panel.classify import classify as default_classify
 from breaker_panel.notice import Removal, SemanticStrike, render_notice
 from breaker_panel.toolsets import StepFilter
-from breaker_panel.vocabulary import Outcome, Scope, State
+from breaker_panel.vocabulary import Outcome, Scope, State, Way
+from breaker_panel.ways import Toolset, take_away
 
 __all__ = [
     "BUDGET_FRACTION_LIMIT",
@@ -305,6 +306,22 @@ class ToolBreaker:
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's own shape without the removed tools; `tools` is untouched."""
         return self._filter(tools, self._removed)
+
+    def toolset(
+        self, tools: Iterable[Any], *, way: Way | str | None = None, tool_choice: Any = None
+    ) -> Toolset:
+        """The tools array and `tool_choice` to send, with the removed tools taken away in `way`
+        (`remove`, `restrict` or `refuse`; None: the default for the array's provider shape)."""
+        return take_away(
+            tools, self._removed, way=way, tool_choice=tool_choice, filter=self._filter
+        )
+
+    def refusal(self, name: str) -> str | None:
+        """None if the model may call `name`; otherwise the text to answer its call with at
+        once (the notice), without calling the tool."""
+        if name not in self._removed:
+            return None
+        return self.notice() or f"{name} is unavailable for the rest of this task."
 
     def notice(self) -> str | None:
         """None while nothing is open or capped; otherwise the short text to send the model."""

@@ -11,6 +11,9 @@ from decimal import Decimal
 from typing import Any
 
 from breaker_panel import ControlPlane, ToolFailure
+from breaker_panel.toolsets import tool_names
+from breaker_panel.ways import Way
+from breakers.replay.caching import PromptCall
 from breakers.replay.clock import SimClock
 from breakers.replay.scenario import Scenario
 from breakers.replay.script import READ, SEARCH, Action, ResearchScript
@@ -47,6 +50,16 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+# The same two tools as an Anthropic-shaped model is sent them (``--provider anthropic``).
+ANTHROPIC_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": tool["function"]["name"],
+        "description": tool["function"]["description"],
+        "input_schema": tool["function"]["parameters"],
+    }
+    for tool in TOOLS
+]
+TOOLS_BY_PROVIDER = {"openai": TOOLS, "anthropic": ANTHROPIC_TOOLS}
 # Who plays the runs: the agent written by hand below, or the same scripted model driven through
 # Pydantic AI and the SDK's integration (``pydantic_ai_agent``).
 AGENTS = ("hand-written", "pydantic-ai")
@@ -67,6 +80,8 @@ class RunRecord:
     degraded: bool = False
     wrap_up_started_at: int | None = None  # the step at which the model stopped asking for search
     met: str = "healthy tool"  # healthy tool | failed through | refused fast | tool removed
+    hidden_calls: int = 0  # calls of web_search after the notice said it was gone (refused)
+    prompts: list[PromptCall] = field(default_factory=list)  # each model call, for the caches
 
     @property
     def duration_s(self) -> float:
@@ -94,6 +109,10 @@ class Stage:
     mode: str
     clock: SimClock
     recovery: Recovery
+    # How the breaker takes the tool away (None: ``available()``, the ``remove`` of old
+    # replays) and the shape of the model the runs talk to (its tools array's shape).
+    way: str | None = None
+    provider: str = "openai"
 
     @property
     def removes(self) -> bool:
@@ -108,39 +127,39 @@ RunPlayer = Callable[[Stage, ControlPlane, random.Random], RunRecord]
 
 def play_hand_written(stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRecord:
     """The hand-written agent: the SDK's ``Run`` called directly, step by step."""
-    return _play_run(
-        scenario=stage.scenario,
-        mode=stage.mode,
-        plane=plane,
-        clock=stage.clock,
-        rng=rng,
-        recovery=stage.recovery,
-    )
+    return _play_run(stage=stage, plane=plane, rng=rng)
 
 
-def _play_run(
-    *,
-    scenario: Scenario,
-    mode: str,
-    plane: ControlPlane,
-    clock: SimClock,
-    rng: random.Random,
-    recovery: Recovery,
-) -> RunRecord:
+def _play_run(*, stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRecord:
+    scenario, mode, clock, recovery = stage.scenario, stage.mode, stage.clock, stage.recovery
+    tools = TOOLS_BY_PROVIDER[stage.provider]
     record = RunRecord(started_s=clock.now())
     run = plane.start_run(agent=AGENT, step_budget=scenario.step_budget)
     script = ResearchScript(
-        scenario.step_budget, scenario.rephrase_probability, rng, scenario.wrap_up_steps
+        scenario.step_budget,
+        scenario.rephrase_probability,
+        rng,
+        scenario.wrap_up_steps,
+        ignores_notice_probability=scenario.ignores_notice_probability,
     )
     removes = mode not in ("none", "fail-fast")
     status = "completed"
     for step in range(1, scenario.step_budget + 1):
         # What the model is sent: with removal, the SDK's tools array and notice; without it,
         # every tool and no notice (a plain breaker only refuses calls).
-        sent = run.available(TOOLS) if removes else TOOLS
-        offered = _names(sent)
+        sent, offered = _what_is_sent(stage, run, tools, removes)
         notice = run.notice() if removes else None
         cost = scenario.step_cost(step)
+        record.prompts.append(
+            PromptCall(
+                at_s=clock.now(),
+                run=record.started_s,
+                tools=tuple(_names(sent)),
+                history=step - 1,
+                notice=notice is not None,
+                output_tokens=cost.output_tokens,
+            )
+        )
         clock.sleep(cost.duration_s)
         run.record_model_call(
             model=MODEL,
@@ -153,7 +172,10 @@ def _play_run(
         record.spend += cost.cost_usd
         action = script.next_action(step=step, offered=offered, notice=notice)
         if action is Action.SEARCH:
-            if mode == "fail-fast" and SEARCH not in _names(run.available(TOOLS)):
+            if removes and stage.way is not None and run.refusal(SEARCH) is not None:
+                # Still in its tools array (``refuse``): answered at once with the notice.
+                record.hidden_calls += 1
+            elif mode == "fail-fast" and SEARCH not in _names(run.available(tools)):
                 # The plain breaker refuses in microseconds; the model reads it as a failure.
                 run.record_blocked(SEARCH)
                 record.refused += 1
@@ -176,8 +198,26 @@ def _play_run(
     return record
 
 
-def _names(tools: list[dict[str, Any]]) -> set[str]:
-    return {tool["function"]["name"] for tool in tools}
+def _what_is_sent(
+    stage: Stage, run: Any, tools: list[dict[str, Any]], removes: bool
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """The tools array this step sends, and the tools the model can call from it (under
+    ``restrict`` the provider's allowed-tools list forbids the hidden ones)."""
+    if not removes:
+        return tools, set(_names(tools))
+    if stage.way is None:
+        sent = run.available(tools)
+        return sent, set(_names(sent))
+    toolset = run.toolset(tools, way=stage.way)
+    callable_ = set(_names(toolset.tools))
+    if toolset.way is Way.RESTRICT:
+        callable_ -= toolset.hidden
+    return toolset.tools, callable_
+
+
+def _names(tools: list[dict[str, Any]]) -> list[str]:
+    """The tools' names in the array's order (any shape the replay sends)."""
+    return [name for tool in tools for name in sorted(tool_names([tool]))]
 
 
 def _search(

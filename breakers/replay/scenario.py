@@ -56,6 +56,10 @@ class Scenario:
     # Model calls a run takes to finish once web_search is gone (1 = it answers on that very
     # step). An assumption, not a measurement: the pages show spend for 1, 2 and 5.
     wrap_up_steps: int = 2
+    # The share of its steps on which a model asks for a tool the notice says is gone while the
+    # tool is still in its tools array (the ``refuse`` way; ``remove`` and ``restrict`` make it
+    # impossible). An assumption, not a measurement.
+    ignores_notice_probability: float = 0.1
     threshold: int = 5
     cooldown_s: float = 30.0
     max_cooldown_s: float = 300.0

@@ -14,11 +14,11 @@ __all__ = [
     "OUTCOMES",
     "SCOPES",
     "STATES",
+    "WAYS",
     "Outcome",
     "RunStatus",
     "Scope",
     "State",
-    "WAYS",
     "Way",
 ]
 

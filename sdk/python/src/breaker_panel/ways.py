@@ -56,9 +56,7 @@ def parse_way(way: Way | str | None) -> Way | None:
     try:
         return Way(way)
     except ValueError:
-        raise ValueError(
-            f"way must be one of {[w.value for w in Way]}, got {way!r:.50}"
-        ) from None
+        raise ValueError(f"way must be one of {[w.value for w in Way]}, got {way!r:.50}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,12 +127,30 @@ RunPlayer = Callable[[Stage, ControlPlane, random.Random], RunRecord]
 
 def play_hand_written(stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRecord:
     """The hand-written agent: the SDK's ``Run`` called directly, step by step."""
-    return _play_run(stage=stage, plane=plane, rng=rng)
+    return _play_run(
+        scenario=stage.scenario,
+        mode=stage.mode,
+        plane=plane,
+        clock=stage.clock,
+        rng=rng,
+        recovery=stage.recovery,
+        way=stage.way,
+        provider=stage.provider,
+    )
 
 
-def _play_run(*, stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRecord:
-    scenario, mode, clock, recovery = stage.scenario, stage.mode, stage.clock, stage.recovery
-    tools = TOOLS_BY_PROVIDER[stage.provider]
+def _play_run(
+    *,
+    scenario: Scenario,
+    mode: str,
+    plane: ControlPlane,
+    clock: SimClock,
+    rng: random.Random,
+    recovery: Recovery,
+    way: str | None = None,
+    provider: str = "openai",
+) -> RunRecord:
+    tools = TOOLS_BY_PROVIDER[provider]
     record = RunRecord(started_s=clock.now())
     run = plane.start_run(agent=AGENT, step_budget=scenario.step_budget)
     script = ResearchScript(
@@ -147,7 +165,7 @@ def _play_run(*, stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRe
     for step in range(1, scenario.step_budget + 1):
         # What the model is sent: with removal, the SDK's tools array and notice; without it,
         # every tool and no notice (a plain breaker only refuses calls).
-        sent, offered = _what_is_sent(stage, run, tools, removes)
+        sent, offered = _what_is_sent(way, run, tools, removes)
         notice = run.notice() if removes else None
         cost = scenario.step_cost(step)
         record.prompts.append(
@@ -172,7 +190,7 @@ def _play_run(*, stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRe
         record.spend += cost.cost_usd
         action = script.next_action(step=step, offered=offered, notice=notice)
         if action is Action.SEARCH:
-            if removes and stage.way is not None and run.refusal(SEARCH) is not None:
+            if removes and way is not None and run.refusal(SEARCH) is not None:
                 # Still in its tools array (``refuse``): answered at once with the notice.
                 record.hidden_calls += 1
             elif mode == "fail-fast" and SEARCH not in _names(run.available(tools)):
@@ -199,16 +217,16 @@ def _play_run(*, stage: Stage, plane: ControlPlane, rng: random.Random) -> RunRe
 
 
 def _what_is_sent(
-    stage: Stage, run: Any, tools: list[dict[str, Any]], removes: bool
+    way: str | None, run: Any, tools: list[dict[str, Any]], removes: bool
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """The tools array this step sends, and the tools the model can call from it (under
     ``restrict`` the provider's allowed-tools list forbids the hidden ones)."""
     if not removes:
         return tools, set(_names(tools))
-    if stage.way is None:
+    if way is None:
         sent = run.available(tools)
         return sent, set(_names(sent))
-    toolset = run.toolset(tools, way=stage.way)
+    toolset = run.toolset(tools, way=way)
     callable_ = set(_names(toolset.tools))
     if toolset.way is Way.RESTRICT:
         callable_ -= toolset.hidden

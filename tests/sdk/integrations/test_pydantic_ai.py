@@ -161,3 +161,21 @@ def test_worker_breakers_take_the_tool_from_later_runs() -> None:
         agent.run_sync(question)
     assert worker.is_open("web_search") and vendor.calls == 2
     assert script.calls[-1][0] == ["calculator"]
+
+
+def test_refuse_keeps_every_tool_in_the_request_and_refuses_the_open_ones() -> None:
+    script = Script(search(1), search(2), search(3), search(4), answer("done"))
+    vendor = Vendor(ConnectionError("503 from vendor"))
+    breaker = ToolBreaker(threshold=2)
+    capabilities = breaker_capabilities(breaker, way="refuse")
+    agent = make_agent(FunctionModel(script), vendor, capabilities)
+
+    result = agent.run_sync("find it")
+
+    assert result.output == "done"
+    assert vendor.calls == 2  # calls 3 and 4 were refused, not run, and used no retry budget
+    assert [tools for tools, _ in script.calls] == [["web_search", "calculator"]] * 5
+    notice = breaker.notice() or ""
+    assert notice in script.calls[2][1]
+    assert [part.content for part in returns(result)][-2:] == [notice, notice]
+    assert breaker_capabilities(breaker, way="restrict")[0].way == "refuse"  # type: ignore[attr-defined]

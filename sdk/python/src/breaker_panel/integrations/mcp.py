@@ -388,6 +388,4 @@ def guard_session(
     "remove"; "refuse" keeps them listed) and every `call_tool()` is recorded; a call to an
     open tool is refused with the notice, unsent. `agent` names the runs a `ControlPlane`
     reports (one per call)."""
-    return GuardedSession(
-        session, breaker, McpClassifier(retryable_patterns), agent=agent, way=way
-    )
+    return GuardedSession(session, breaker, McpClassifier(retryable_patterns), agent=agent, way=way)

@@ -226,3 +226,28 @@ def test_the_matrix_plays_every_way_of_the_removal_modes_only_and_names_the_chea
     assert verdict["cheapest"] == "refuse" and verdict["saves_vs_remove_usd"] == pytest.approx(0.5)
     # refuse is cheaper overall but dearer than remove in fleet mode: it misses the goal there.
     assert verdict["meets_goal"] == {"remove": False, "refuse": False}
+
+
+def test_a_replay_row_carries_its_cache_figures_and_a_corrupt_one_reads_as_none() -> None:
+    from breakers.replay.outage import ReplayResult
+    from runs.models import OutageReplay
+
+    figures = {"caching": {"openai": {"spend_usd": 1.5}, "anthropic": "corrupt"}}
+    result = ReplayResult.of(OutageReplay(mode="fleet", scenario={}, summary=figures))
+    assert result.caching == {"openai": {"spend_usd": 1.5}}
+    assert ReplayResult.of(OutageReplay(mode="fleet", scenario={}, summary={})).caching == {}
+
+
+def test_a_mode_s_summary_prices_its_runs_at_every_provider_the_play_stands_for(
+    planes: list[ControlPlane],
+) -> None:
+    from breakers.replay.modes import ModeResult
+
+    runs = [one_run(new_plane(planes), None, "openai")]
+    plain = ModeResult(mode="worker", runs=runs).summary(DOWN)
+    assert plain["way"] == "remove" and set(plain["caching"]) == {"anthropic", "openai"}
+    restricted = ModeResult(mode="worker", way="restrict", provider="openai", runs=runs)
+    assert set(restricted.summary(DOWN)["caching"]) == {"openai"}
+    assert ModeResult(mode="none", runs=runs).summary(DOWN)["way"] is None
+    for figures in plain["caching"].values():
+        assert 0 < figures["spend_usd"] < figures["spend_uncached_usd"]

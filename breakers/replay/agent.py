@@ -60,6 +60,8 @@ ANTHROPIC_TOOLS: list[dict[str, Any]] = [
     for tool in TOOLS
 ]
 TOOLS_BY_PROVIDER = {"openai": TOOLS, "anthropic": ANTHROPIC_TOOLS}
+# The replay's name for the SDK's default way (none named): see breaker_panel.ways.take_away.
+DEFAULT_WAY = "default"
 # Who plays the runs: the agent written by hand below, or the same scripted model driven through
 # Pydantic AI and the SDK's integration (``pydantic_ai_agent``).
 AGENTS = ("hand-written", "pydantic-ai")
@@ -226,7 +228,8 @@ def _what_is_sent(
     if way is None:
         sent = run.available(tools)
         return sent, set(_names(sent))
-    toolset = run.toolset(tools, way=way)
+    # "default": the SDK's own choice (no way named; breaker_panel.ways.take_away).
+    toolset = run.toolset(tools, way=None if way == DEFAULT_WAY else way)
     callable_ = set(_names(toolset.tools))
     if toolset.way is Way.RESTRICT:
         callable_ -= toolset.hidden

@@ -34,6 +34,7 @@ from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
 from breakers.replay.ways_matrix import (
+    REPLAY_WAYS,
     WAY_MODES,
     assumptions,
     cheapest_ways,
@@ -46,6 +47,7 @@ __all__ = (
     "MODES",
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",
+    "REPLAY_WAYS",
     "SEARCH",
     "WAY_MODES",
     "ReplayBatch",

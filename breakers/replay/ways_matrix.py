@@ -14,6 +14,7 @@ from typing import Any
 from breaker_panel.vocabulary import WAYS
 from breakers.fleet.rules import OperatorActionKind
 from breakers.fleet_service import fleet_operator_action
+from breakers.replay.agent import DEFAULT_WAY
 from breakers.replay.caching import PROVIDERS, PromptLayout
 from breakers.replay.modes import replay_mode, replay_worker_ids
 from breakers.replay.orchestration import (
@@ -27,10 +28,20 @@ from breakers.replay.orchestration import (
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
 
-__all__ = ("WAY_MODES", "assumptions", "cheapest_ways", "format_ways_table", "play_ways")
+__all__ = (
+    "REPLAY_WAYS",
+    "WAY_MODES",
+    "assumptions",
+    "cheapest_ways",
+    "format_ways_table",
+    "play_ways",
+)
 
 # The modes whose breaker takes the tool away, so that the way matters.
 WAY_MODES = ("run", "worker", "fleet")
+# The contract's three ways, and the SDK's default (no way named: a tool lost before a run's
+# first call is removed, one lost later taken away in the shape's cache-keeping way).
+REPLAY_WAYS = (*WAYS, DEFAULT_WAY)
 # The goal: the cached-input share during the outage at least this share of the one before.
 KEEP_SHARE = 0.9
 
@@ -54,7 +65,7 @@ def play_ways(
     speed: float,
     providers: Sequence[str] = tuple(PROVIDERS),
     modes: Sequence[str] = MODES,
-    ways: Sequence[str] = WAYS,
+    ways: Sequence[str] = REPLAY_WAYS,
     fleet_push: bool = True,
     on_play: Callable[[str, str, str | None], None] | None = None,
 ) -> list[dict[str, Any]]:
@@ -62,7 +73,7 @@ def play_ways(
     for name, chosen, known in (
         ("provider", providers, PROVIDERS),
         ("mode", modes, MODES),
-        ("way", ways, WAYS),
+        ("way", ways, REPLAY_WAYS),
     ):
         unknown = set(chosen) - set(known)
         if unknown:

@@ -251,3 +251,14 @@ def test_a_mode_s_summary_prices_its_runs_at_every_provider_the_play_stands_for(
     assert ModeResult(mode="none", runs=runs).summary(DOWN)["way"] is None
     for figures in plain["caching"].values():
         assert 0 < figures["spend_usd"] < figures["spend_uncached_usd"]
+
+
+def test_the_default_way_removes_a_tool_lost_before_the_first_call_and_keeps_the_array_after(
+    planes: list[ControlPlane],
+) -> None:
+    plane = new_plane(planes)
+    first = one_run(plane, "default", "anthropic")  # loses the tool mid-run: refused
+    assert {p.tools for p in first.prompts} == {BOTH}
+    later = one_run(plane, "default", "anthropic")  # the worker lost it before: removed
+    assert {p.tools for p in later.prompts} == {(READ,)}
+    assert later.hidden_calls == 0 and later.search_calls == 0

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from breakers.replay.outage import (
     MODES,
+    REPLAY_WAYS,
     ReplayError,
     Scenario,
     assumptions,
@@ -23,7 +24,7 @@ from breakers.replay.outage import (
 )
 
 PROVIDERS = ("anthropic", "openai")
-WAYS = ("remove", "restrict", "refuse")
+WAYS = REPLAY_WAYS  # remove, restrict, refuse and the SDK's default
 
 
 class Command(BaseCommand):
@@ -34,9 +35,15 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--provider", choices=[*PROVIDERS, "all"], default="all")
-        parser.add_argument("--mode", choices=[*MODES, "all"], default="all")
-        parser.add_argument("--way", choices=[*WAYS, "all"], default="all")
+        parser.add_argument("--provider", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
+        parser.add_argument("--mode", nargs="+", choices=MODES, default=list(MODES))
+        parser.add_argument(
+            "--way",
+            nargs="+",
+            choices=WAYS,
+            default=list(WAYS),
+            help="ways of taking the tool away; 'default' is the SDK's choice when none is named",
+        )
         parser.add_argument("--speed", type=float, default=60.0, help="time compression factor")
         parser.add_argument("--url", default=settings.SITE_URL, help="the control plane's URL")
         parser.add_argument("--runs", type=int, default=340, help="runs started in the window")
@@ -60,10 +67,7 @@ class Command(BaseCommand):
             seed=options["seed"],
             ignores_notice_probability=options["ignores_notice"],
         )
-        chosen = {
-            name: list(every) if options[name] == "all" else [options[name]]
-            for name, every in (("provider", PROVIDERS), ("mode", MODES), ("way", WAYS))
-        }
+        chosen = {name: list(dict.fromkeys(options[name])) for name in ("provider", "mode", "way")}
         for warning in server_settings_warnings(speed=options["speed"]):
             self.stderr.write(f"warning: {warning}")
         try:

@@ -243,6 +243,7 @@ class ToolBreaker:
         self._removals: Mapping[str, Removal] = MappingProxyType({})
         self._removed: frozenset[str] = frozenset()
         self._filter = StepFilter().filter
+        self._settled: frozenset[str] | None = None  # removed at the first toolset()
         self.version = 0  # bumped whenever the notice would change
         self._notice: tuple[int, str | None] = (0, None)
         self.budget_warning = (
@@ -312,8 +313,16 @@ class ToolBreaker:
     ) -> Toolset:
         """The tools array and `tool_choice` to send, with the removed tools taken away in `way`
         (`remove`, `restrict` or `refuse`; None: the default for the array's provider shape)."""
+        removed = self._removed
+        if self._settled is None:
+            self._settled = removed  # lost before the first call: removed by the default way
         return take_away(
-            tools, self._removed, way=way, tool_choice=tool_choice, filter=self._filter
+            tools,
+            removed,
+            way=way,
+            tool_choice=tool_choice,
+            filter=self._filter,
+            settled=self._settled,
         )
 
     def refusal(self, name: str) -> str | None:

@@ -14,6 +14,7 @@ Why the defaults per shape are what they are: docs/adr/XXXX-ways-of-taking-a-too
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -119,13 +120,27 @@ def take_away(
     way: Way | str | None = None,
     tool_choice: Any = None,
     filter: Any = filter_tools,
+    settled: Collection[str] = (),
 ) -> Toolset:
-    """Take the `removed` tools out of reach of the model in `way` (None: `DEFAULT_WAYS` for
-    the array's shape). `tool_choice` is the caller's own (None, "auto", "required", "none" or
-    a forced tool); `filter` is the `remove` filter (a run passes its step-cached one)."""
+    """Take the `removed` tools out of reach of the model in `way`. `tool_choice` is the
+    caller's own (None, "auto", "required", "none" or a forced tool); `filter` is the `remove`
+    filter (a run passes its step-cached one).
+
+    `way` None is the default policy: the tools in `settled` (those the run had already lost
+    when it first asked: nothing of its prompt is cached yet) are removed, and any lost since
+    are taken away in `DEFAULT_WAYS[shape]`, so the array stays the same from the run's first
+    call to its last."""
     items = tools if isinstance(tools, list) else list(tools)
     shape = detect_shape(items)
-    requested = parse_way(way) or DEFAULT_WAYS[shape]
+    requested = parse_way(way)
+    if requested is None:
+        requested = DEFAULT_WAYS[shape]
+        if settled and requested is not Way.REMOVE:
+            hidden = frozenset(removed) & tool_names(items)
+            rest = take_away(
+                filter(items, settled), removed, way=requested, tool_choice=tool_choice
+            )
+            return dataclasses.replace(rest, hidden=hidden)
     hidden = frozenset(removed) & tool_names(items) if removed else frozenset()
     choice = _unforced(tool_choice, hidden)
     if requested is Way.REMOVE:

@@ -354,6 +354,7 @@ class RunBreakers:
         self._removals: dict[str, Removal] = {}
         self._removed: frozenset[str] = frozenset()
         self._filter = StepFilter().filter
+        self._settled: frozenset[str] | None = None  # removed at the first toolset()
         self._leases: dict[str, TrialLease] = {}
         self._fleet_trials: dict[str, ExternalScope] = {}  # half-open tools this run may call
         self._synced = -1  # the sum of every scope's version last folded in; -1: not to be trusted
@@ -378,7 +379,16 @@ class RunBreakers:
         (`breaker_panel.ways`); offers the tools as `available()` does."""
         tools = tools if isinstance(tools, list) else list(tools)
         removed = self._sync(tools)
-        return take_away(tools, removed, way=way, tool_choice=tool_choice, filter=self._filter)
+        if self._settled is None:
+            self._settled = removed  # lost before the first call: removed by the default way
+        return take_away(
+            tools,
+            removed,
+            way=way,
+            tool_choice=tool_choice,
+            filter=self._filter,
+            settled=self._settled,
+        )
 
     def refusal(self, name: str) -> str | None:
         """None if the run may call `name` (see `is_open`); otherwise the text to answer its

@@ -46,10 +46,14 @@ class ScopeState:
 
 
 def same_window(a: ScopeState | None, b: ScopeState | None) -> bool:
-    """Is `b` the same entry as `a` for a trial lease? The last error may change while one
-    half-open window lasts (late results of other workers): that is not a new window."""
+    """Is `b` the same entry as `a` for a trial lease? A half-open window is named by when it
+    began (`since`): its reason, last error or trial field may read differently from one answer
+    to the next (late results of other workers; the database's view while Redis is away), and
+    none of that is a new window. Forgetting a trial already made would make a second one."""
     if a is None or b is None:
         return a is b
+    if a.state is State.HALF_OPEN and b.state is State.HALF_OPEN and a.since and b.since:
+        return a.since == b.since
     return a == b or replace(a, last_error="") == replace(b, last_error="")
 
 

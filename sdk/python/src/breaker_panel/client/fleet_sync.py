@@ -9,7 +9,7 @@ a trial, while this worker has a run in progress; a refusal is asked again after
 tool, while such a lease is wanted ``nudge()``s the thread to ask at once (cutting a held
 long-poll short); that round asks even if the run is over by then. The why:
 docs/adr/0052-when-a-worker-asks-for-the.md, docs/adr/0177-run-start-asks-for-trials.md,
-docs/adr/XXXX-a-short-run-is-owed-its-lease-request.md.
+docs/adr/0190-a-short-run-is-owed-its-lease-request.md.
 """
 
 from __future__ import annotations

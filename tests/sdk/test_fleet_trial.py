@@ -747,6 +747,25 @@ def test_the_same_window_read_differently_keeps_a_trial_already_made(
     assert not start(worker, fleet).holds_fleet_trial("web_search")
 
 
+def test_a_window_whose_trial_was_made_never_gets_a_second_one(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    # Under load a late answer can bring back a window already decided here (the trial failed,
+    # its event not yet applied): the server would grant its live lease to this worker again.
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    holder.record_failure("web_search", DOWN)
+    fleet.update({"web_search": ScopeState(State.OPEN, "trial 1 failed")})
+    fleet.update({"web_search": HALF_OPEN})  # the late answer
+    assert fleet.trials_to_request() == []
+    assert not fleet.grant_trial("web_search", HALF_OPEN, window=3, expires_at=clock() + 60)
+    assert offered(start(worker, fleet)) == ["calculator"]
+    # The next window is a new one.
+    fleet.update({"web_search": replace(HALF_OPEN, since="2026-11-29T09:13:04.000Z")})
+    assert [name for name, _ in fleet.trials_to_request()] == ["web_search"]
+
+
 def test_no_request_for_a_probe_or_without_fleet_scope(
     trial_server: TrialServer, clock: FakeClock
 ) -> None:

@@ -220,7 +220,11 @@ def main() -> None:
         port = free_port()
         server = start_server(env, port)
         workers = start_celery(env, log)
-        time.sleep(5)  # the worker is up and beat has sent its first ticks
+        deadline = time.monotonic() + 120
+        while celery_tasks(log, 0)[0] < 2:  # the worker is up and beat's ticks are arriving
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the Celery worker ran no task within 120 s: see {log}")
+            time.sleep(0.5)
         for _ in range(args.rounds):  # alternated, so drift on the shared machine hits both
             rows.append(("alone", phase(port, token, args, db_url, 0, log)))
             rows.append(

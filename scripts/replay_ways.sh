@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make replay-ways`: the outage replay with prompt caching on, per provider shape, mode and way
 # of taking the tool away, against a control plane of its own (scripts/replay_server.sh), then
-# once more beside two CPU-bound processes. Figures: docs/benchmarks.md.
+# once more beside two CPU-bound processes (REPLAY_WAYS_QUIET=0 or REPLAY_WAYS_BUSY=0 skips one;
+# REPLAY_WAYS_ARGS passes options, e.g. "--mode fleet --way remove default"). Figures:
+# docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-var/replay-ways}
@@ -14,7 +16,9 @@ ways() {  # ways NAME
   machine | tee -a "$OUT/$1.log"
 }
 
-ways quiet
+if [ "${REPLAY_WAYS_QUIET:-1}" = 1 ]; then
+  ways quiet
+fi
 if [ "${REPLAY_WAYS_BUSY:-1}" = 1 ]; then
   for _ in 1 2; do
     python3 -c 'while True: pass' &

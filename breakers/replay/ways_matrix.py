@@ -145,20 +145,23 @@ def cheapest_ways(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]
             continue
         cheapest = min(spend, key=lambda way: spend[way])
         remove = {r["mode"]: r["spend_usd"] for r in mine if r["way"] == "remove"}
+        # Against remove in the same modes only: without remove's figures there is no verdict.
         meets = {
             way: all(
-                (r["cached_share_kept"] or 0.0) >= KEEP_SHARE
-                and r["spend_usd"] <= remove.get(r["mode"], float("inf")) + 1e-9
+                r["mode"] in remove
+                and (r["cached_share_kept"] or 0.0) >= KEEP_SHARE
+                and r["spend_usd"] <= remove[r["mode"]] + 1e-9
                 for r in mine
                 if r["way"] == way
             )
             for way in spend
         }
+        saves = spend["remove"] - spend[cheapest] if "remove" in spend else None
         verdicts[provider] = {
             "spend_by_way": spend,
             "cheapest": cheapest,
-            "saves_vs_remove_usd": spend.get("remove", spend[cheapest]) - spend[cheapest],
-            "meets_goal": meets,
+            "saves_vs_remove_usd": saves,
+            "meets_goal": meets if remove else None,
         }
     return verdicts
 
@@ -199,12 +202,15 @@ def format_ways_table(rows: Sequence[Mapping[str, Any]]) -> str:
         )
     for provider, verdict in cheapest_ways(rows).items():
         spend = ", ".join(f"{w} ${s:.2f}" for w, s in verdict["spend_by_way"].items())
+        cheapest = verdict["cheapest"]
+        line = f"{provider}: spend over the removal modes by way: {spend}; cheapest {cheapest}"
+        if verdict["meets_goal"] is None:
+            lines.append(f"{line} (remove not played: no comparison)")
+            continue
         goal = ", ".join(f"{w} {'yes' if ok else 'no'}" for w, ok in verdict["meets_goal"].items())
         lines.append(
-            f"{provider}: spend over run/worker/fleet by way: {spend}; cheapest "
-            f"{verdict['cheapest']} (saves ${verdict['saves_vs_remove_usd']:.2f} against "
-            f"remove); meets the goal (share kept >= {KEEP_SHARE:.0%}, spend <= remove's) in "
-            f"every mode: {goal}"
+            f"{line} (saves ${verdict['saves_vs_remove_usd']:.2f} against remove); meets the "
+            f"goal (share kept >= {KEEP_SHARE:.0%}, spend <= remove's) in every mode: {goal}"
         )
     return "\n".join(lines)
 

@@ -262,3 +262,10 @@ def test_the_default_way_removes_a_tool_lost_before_the_first_call_and_keeps_the
     later = one_run(plane, "default", "anthropic")  # the worker lost it before: removed
     assert {p.tools for p in later.prompts} == {(READ,)}
     assert later.hidden_calls == 0 and later.search_calls == 0
+
+
+def test_without_remove_s_figures_there_is_no_verdict_on_the_goal() -> None:
+    rows = [{"provider": "openai", "mode": "run", "way": "refuse", "spend_usd": 1.0,
+             "cached_share_kept": 1.0}]  # fmt: skip
+    verdict = cheapest_ways(rows)["openai"]
+    assert verdict["meets_goal"] is None and verdict["saves_vs_remove_usd"] is None

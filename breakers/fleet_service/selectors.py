@@ -102,5 +102,7 @@ def fleet_tool_details(*, tool_name: str) -> dict[str, Any]:
             "cooldown_ms": effective.cooldown_ms,
             "max_cooldown_ms": effective.max_cooldown_ms,
             "trial": effective.trial.value,
+            "spend_amount_usd": effective.spend_amount_micro / 1_000_000,
+            "spend_window_seconds": effective.spend_window_ms / 1000,
         },
     }

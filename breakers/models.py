@@ -345,9 +345,9 @@ class FleetTransition(models.Model):
     forced = models.CharField(max_length=20, choices=ForcedState, blank=True)
     cause_kind = models.CharField(max_length=20, choices=[(c.value, c.value) for c in CauseKind])
     # failures: consecutive, workers {id: failures}, events [ids]; spend: rule, spend_usd,
-    # amount_usd, window_seconds, runs, workers {id: runs}, workers_spend_usd; cooldown: cooldown_ms,
-    # window; trial: window, holder, outcome (+ event_id and worker, or probe); operator: action,
-    # reason, actor.
+    # amount_usd, window_seconds, runs, run_keys, workers {id: runs}, workers_spend_usd;
+    # cooldown: cooldown_ms, window; trial: window, holder, outcome (+ event_id and worker, or
+    # probe); operator: action, reason, actor.
     cause = models.JSONField(default=dict)
     reason = models.TextField(blank=True)
     probe = models.ForeignKey(

@@ -19,14 +19,14 @@ __all__ = [
     "STREAK_EVENTS_KEPT",
     "CauseKind",
     "FleetPolicy",
-    "micro_usd",
-    "opening_rule",
     "Forced",
     "NotForcedError",
     "OperatorActionKind",
     "Transition",
     "TrialMode",
     "effective_state",
+    "micro_usd",
+    "opening_rule",
 ]
 
 # The event ids kept as the cause of an opening: enough to show every failure of a default

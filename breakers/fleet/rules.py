@@ -104,6 +104,10 @@ class FleetPolicy:
     spend_amount_micro: int = 0
     spend_window_ms: int = 600_000
 
+    @property
+    def spend_amount_usd(self) -> float:
+        return self.spend_amount_micro / 1_000_000
+
     def __post_init__(self) -> None:
         if self.threshold < 1:
             raise ValueError(f"threshold must be at least 1, got {self.threshold}")

@@ -59,6 +59,10 @@ class Scenario:
     threshold: int = 5
     cooldown_s: float = 30.0
     max_cooldown_s: float = 300.0
+    # The fleet's spend rule on web_search (0: off, the consecutive rule alone) and its window,
+    # in simulated seconds (the control plane's window is this divided by the speed).
+    spend_amount_usd: float = 0.0
+    spend_window_s: float = 600.0
     seed: int = 20261129
 
     @classmethod

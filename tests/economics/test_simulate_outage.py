@@ -8,13 +8,14 @@ the tool saves both, and the fleet breaker sends far fewer calls to the failing 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
-from breakers.models import Tool
+from breakers.models import FleetTransition, Tool
 from breakers.replay.outage import Scenario, play_outage
 from runs.models import OutageReplay, Run, RunStatus
 
@@ -64,6 +65,29 @@ def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(
     # has no probe), so the demo ends with the tool closed, its incident over.
     assert fleet["recovery_lag_s"] is not None
     assert Tool.objects.get(name="web_search").state == "closed"
+    # The consecutive rule opened it (the spend rule is off unless the replay sets an amount).
+    assert fleet["fleet_opened_by"] == "consecutive"
+    assert fleet["fleet_opened_s"] > 0
+
+
+def test_with_a_spend_amount_the_spend_rule_opens_the_tool_before_the_streak(
+    live_server: LiveServer, ticking: None, settings: Settings
+) -> None:
+    settings.BREAKER_TRIAL_LEASE_SECONDS = 120 / SPEED
+    # Two workers' first failures burn about $0.08 of model calls; five consecutive failures
+    # take three or more runs.
+    (fleet,) = play_outage(
+        modes=["fleet"],
+        scenario=replace(SMALL, spend_amount_usd=0.05),
+        speed=SPEED,
+        url=live_server.url,
+    )
+    assert fleet.figures["fleet_opened_by"] == "spend"
+    assert fleet.figures["fleet_opened_s"] > 0
+    opening = FleetTransition.objects.get(tool__name="web_search", cause_kind="spend")
+    assert opening.reason.startswith("spend rule: $")
+    # The replay puts the tool's policy back as it found it.
+    assert Tool.objects.get(name="web_search").policy.spend_amount_usd is None
 
 
 def test_the_command_says_clearly_when_no_control_plane_answers() -> None:

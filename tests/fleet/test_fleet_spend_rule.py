@@ -393,3 +393,29 @@ def test_a_bad_spend_setting_is_a_system_check_error(
     setattr(settings, name, value)
     errors = [e for e in run_checks() if e.id == "breakers.E006"]
     assert [name in e.msg for e in errors] == [True], errors
+
+
+def test_an_operator_sets_the_spend_rule_on_the_tool_page(post: Post, client: Client) -> None:
+    from breakers.access.operators import operators_group
+    from breakers.models import Tool
+
+    _, events = failing_run(0.10)
+    post("w1", events)
+    tool = Tool.objects.get(name=TOOL)
+    operator = User.objects.create_user("operator", password="operator-pass-123")
+    operator.groups.add(operators_group())
+    client.force_login(operator)
+    page = client.get(f"/tools/{tool.pk}/").content.decode()
+    assert "opens at $1.00 burned by runs whose calls to it all failed" in page
+
+    form = {"spend_amount_usd": "2.5", "spend_window_seconds": "120"}
+    response = client.post(f"/tools/{tool.pk}/policy/", form)
+    assert response.status_code == 303
+    page = client.get(f"/tools/{tool.pk}/").content.decode()
+    assert "opens at $2.50 burned by runs whose calls to it all failed, within 2 m 00 s" in page
+    details = fleet_store().details(TOOL).policy
+    assert (details.spend_amount_micro, details.spend_window_ms) == (2_500_000, 120_000)
+
+    bad = client.post(f"/tools/{tool.pk}/policy/", {"spend_window_seconds": "5"})
+    assert bad.status_code == 400
+    assert fleet_store().details(TOOL).policy.spend_window_ms == 120_000  # nothing half-written

@@ -122,7 +122,7 @@ def _script_source(name: str) -> str:
 # longest window a policy may set (``POLICY_BOUNDS["spend_window_seconds"]``), and so is the
 # record of which of its tools failed; a tool keeps at most this many model calls in its window.
 SPEND_LOG_MS = 3_600_000
-SPEND_ENTRIES_KEPT = 10_000
+SPEND_ENTRIES_KEPT = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,8 +401,11 @@ class FleetStore:
         tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
         return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
 
-    def spend_key(self, tool: str) -> str:
-        return f"{self.prefix}:{{{quote(tool, safe='')}}}:spend"
+    def spend_keys(self, tool: str) -> list[str]:
+        """The spend rule's keys of a tool: counted model calls, their sum, entries per voter
+        and per run (``breakers/fleet/lua/spend.lua``)."""
+        tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
+        return [f"{tag}:spend", f"{tag}:spend-total", f"{tag}:spend-voters", f"{tag}:spend-runs"]
 
     def run_spend_keys(self, run_key: str) -> list[str]:
         tag = f"{self.prefix}:{{run:{quote(run_key, safe='')}}}"
@@ -528,7 +531,7 @@ class FleetStore:
             tool,
             SPEND_ENTRIES_KEPT,
             json.dumps(ops),
-            keys=[self.spend_key(tool)],
+            keys=self.spend_keys(tool),
         )
         return SpendResult(int(data["spend"]), int(data["workers"]), _transitions(data))
 
@@ -565,6 +568,8 @@ class FleetStore:
         data = self._run("operate", tool, now, action.value, reason)
         if data.get("error") == "not_forced":
             return None
+        if action is OperatorActionKind.RESET:
+            self.client.delete(*self.spend_keys(tool))  # the spend rule's counters too
         return OperateResult(
             ToolState.from_script(data["before"]),
             ToolState.from_script(data["after"]),

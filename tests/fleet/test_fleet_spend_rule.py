@@ -419,3 +419,32 @@ def test_an_operator_sets_the_spend_rule_on_the_tool_page(post: Post, client: Cl
     bad = client.post(f"/tools/{tool.pk}/policy/", {"spend_window_seconds": "5"})
     assert bad.status_code == 400
     assert fleet_store().details(TOOL).policy.spend_window_ms == 120_000  # nothing half-written
+
+
+def test_a_reset_clears_the_spend_counted_so_far(post: Post) -> None:
+    _, events = failing_run(0.80)
+    post("w1", events)
+    operator = User.objects.create_user("op")
+    fleet_operator_action(
+        tool_name=TOOL, action=OperatorActionKind.RESET, reason="start over", user=operator
+    )
+    _, events = failing_run(0.50)
+    assert state_of(post("w2", events)) == "closed"  # $0.50, not $1.30
+
+
+def test_one_worker_failing_alone_keeps_a_bounded_count(post: Post) -> None:
+    # Its spend never opens the tool (one voter) and stays counted, capped, however long.
+    from breakers.fleet.store import SPEND_ENTRIES_KEPT
+
+    run_id, events = failing_run(0.01)
+    post("lonely", events)
+    more = [model_call(run_id, 0.01) for _ in range(SPEND_ENTRIES_KEPT + 50)]
+    for start in range(0, len(more), 1000):
+        post("lonely", more[start : start + 1000])
+    store = fleet_store()
+    client = store.client
+    zset, total, voters, runs = store.spend_keys(TOOL)
+    assert client.zcard(zset) == SPEND_ENTRIES_KEPT
+    assert int(client.get(total)) == SPEND_ENTRIES_KEPT * 10_000
+    assert client.hgetall(voters) == {b"lonely": str(SPEND_ENTRIES_KEPT).encode()}
+    assert client.hlen(runs) == 1

@@ -154,10 +154,9 @@ class _Plan:
     rejected: list[Rejection]
     writes: Writes
     fleet_calls: list[AcceptedToolCall]
-    ledger_prefix: str = ""
-    model_calls: list[AcceptedModelCall] = field(
-        default_factory=list
-    )  # for the spend rule  # ledger_key(worker_pk, ""): this worker's part of every ledger key
+    ledger_prefix: str = ""  # ledger_key(worker_pk, ""): this worker's part of every ledger key
+    # The batch's new model calls, for the fleet's spend rule.
+    model_calls: list[AcceptedModelCall] = field(default_factory=list)
 
 
 class TokenMismatch(BatchRefused):
@@ -278,7 +277,6 @@ class _FleetWho:
     ) -> AcceptedToolCall:
         """``event`` as the fleet store takes it, counted for this batch's voter and holder."""
         return AcceptedToolCall(
-            run_key=run_key,
             event_id=event.id,
             ts=event.ts,
             worker_id=self.voter,
@@ -291,6 +289,7 @@ class _FleetWho:
             trial=event.trial,
             dedupe_id=dedupe_id,
             resent=resent,
+            run_key=run_key,
         )
 
     def model_call(

@@ -95,3 +95,10 @@ def test_the_command_says_clearly_when_no_control_plane_answers() -> None:
         CommandError, match=re.escape("no control plane answers at http://127.0.0.1:9")
     ):
         call_command("simulate_outage", "--url", "http://127.0.0.1:9", "--mode", "none")
+
+
+def test_the_vendor_fails_as_the_scenario_says() -> None:
+    failure, seconds = SMALL.vendor_failure()
+    assert (failure.retryable, failure.attempts, seconds) == (True, 5, 31.0)
+    failure, seconds = replace(SMALL, failure_outcome="semantic").vendor_failure()
+    assert (failure.retryable, failure.attempts, seconds) == (False, 1, SMALL.healthy_search_s)

@@ -73,6 +73,12 @@ class Command(BaseCommand):
             default=Scenario.spend_window_s / 60,
             help="the spend rule's window, in simulated minutes",
         )
+        parser.add_argument(
+            "--failure",
+            choices=["retryable", "semantic"],
+            default=Scenario.failure_outcome,
+            help="how the vendor fails: 503s after retries (the story) or a 400 to every call",
+        )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
         parser.add_argument(
             "--print-server-env",
@@ -102,6 +108,7 @@ class Command(BaseCommand):
             seed=options["seed"],
             spend_amount_usd=options["spend_amount"],
             spend_window_s=options["spend_window_minutes"] * 60,
+            failure_outcome=options["failure"],
         )
         modes = list(MODES) if options["mode"] == "all" else [options["mode"]]
         real_seconds = scenario.total_s / options["speed"] * len(modes)

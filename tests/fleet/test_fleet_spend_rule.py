@@ -448,3 +448,30 @@ def test_one_worker_failing_alone_keeps_a_bounded_count(post: Post) -> None:
     assert int(client.get(total)) == SPEND_ENTRIES_KEPT * 10_000
     assert client.hgetall(voters) == {b"lonely": str(SPEND_ENTRIES_KEPT).encode()}
     assert client.hlen(runs) == 1
+
+
+def test_the_policy_api_sets_the_spend_rule_within_its_bounds(
+    post: Post, client: Client, operator_token: str
+) -> None:
+    _, events = failing_run(0.10)
+    post("w1", events)
+    url = f"/api/v1/tools/{TOOL}/policy"
+    auth = {"Authorization": f"Bearer {operator_token}"}
+    for bad in (
+        {"spend_amount_usd": -1},
+        {"spend_window_seconds": 3601},
+        {"spend_amount_usd": "x"},
+    ):
+        response = client.put(url, bad, content_type="application/json", headers=auth)
+        assert response.status_code == 422, (bad, response.content)
+    assert fleet_store().details(TOOL).policy.spend_amount_micro is None  # nothing written
+
+    body = {"spend_amount_usd": 0.75, "spend_window_seconds": 300}
+    response = client.put(url, body, content_type="application/json", headers=auth)
+    assert response.status_code == 200, response.content
+    assert response.json()["policy"]["spend_amount_usd"] == 0.75
+    assert response.json()["policy"]["spend_window_seconds"] == 300
+    _, events = failing_run(0.80)
+    reply = post("w2", events)
+    assert state_of(reply) == "open"
+    assert reply["fleet"]["tools"][TOOL]["reason"].endswith("within 5 min")

@@ -298,6 +298,9 @@ class ToolDetails:
     workers: dict[str, int]
     streak: list[str]
     policy: PolicyOverrides = PolicyOverrides()
+    # The spend rule's count as of the last batch that touched it (micro-USD, voters).
+    spend_micro: int = 0
+    spend_workers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -665,17 +668,22 @@ class FleetStore:
     def details(self, tool: str) -> ToolDetails:
         """The state, the streak's failures per worker and its event ids (one MULTI)."""
         state_key, workers_key, streak_key = self.tool_keys(tool)
+        _, total_key, voters_key, _ = self.spend_keys(tool)
         pipe = self.client.pipeline(transaction=True)
         pipe.hgetall(state_key)
         pipe.hgetall(workers_key)
         pipe.lrange(streak_key, 0, -1)
-        raw, workers, streak = pipe.execute()
+        pipe.get(total_key)
+        pipe.hlen(voters_key)
+        raw, workers, streak, spend, spend_workers = pipe.execute()
         fields = {_text(k): _text(v) for k, v in raw.items()}
         return ToolDetails(
             ToolState.from_hash(fields) if fields else None,
             _counts(workers),
             [_text(event) for event in streak],
             PolicyOverrides.from_hash(fields),
+            as_int(spend),
+            int(spend_workers),
         )
 
 

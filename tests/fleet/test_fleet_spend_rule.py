@@ -465,6 +465,8 @@ def test_the_policy_api_sets_the_spend_rule_within_its_bounds(
         response = client.put(url, bad, content_type="application/json", headers=auth)
         assert response.status_code == 422, (bad, response.content)
     assert fleet_store().details(TOOL).policy.spend_amount_micro is None  # nothing written
+    details = client.get(f"/api/v1/tools/{TOOL}", headers=auth).json()
+    assert (details["spend_usd"], details["spend_workers"]) == (0.1, 1)
 
     body = {"spend_amount_usd": 0.75, "spend_window_seconds": 300}
     response = client.put(url, body, content_type="application/json", headers=auth)

@@ -318,7 +318,7 @@ class Gateway:
         raises if the upstream's result is malformed (a retryable failure)."""
         entry = self.catalog.get(name)
         if entry is None:
-            raise UnknownTool(f"unknown tool: {name[:100]!r}")
+            raise UnknownTool(self._unknown(name))
         record = self.breakers.begin(name, session=session, others=self.offered)
         if record.refused:
             await self.refresh()  # the client listed before this tool went away
@@ -333,6 +333,20 @@ class Gateway:
                 record.abandon()
         await self.refresh()
         return result
+
+    def _unknown(self, name: str) -> str:
+        """What a call of a name the gateway does not serve is told: the name, and each
+        upstream that is not connected with why (a missing command, say), since the tool may
+        be one of theirs."""
+        text = f"unknown tool: {name[:100]!r}"
+        down = [u for u in self.upstreams if u.client is None and u.problem]
+        if not down:
+            return text
+        prefix = next((u for u in down if name.startswith(u.name + self.config.separator)), None)
+        if prefix is not None:
+            return f"{text}: upstream {prefix.name} is not running ({prefix.problem})"
+        named = "; ".join(f"{u.name} ({u.problem})" for u in down[:5])
+        return f"{text}; upstreams not running, whose tools are not served: {named}"
 
     async def _pass_on(
         self,

@@ -42,6 +42,7 @@ from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
     UnknownTool,
     malformed,
 )
+from breaker_panel.mcp_gateway.probe import Prober  # noqa: E402
 from breaker_panel.mcp_gateway.upstream import Upstream  # noqa: E402
 from breaker_panel.per_call import PerCallBreakers  # noqa: E402
 
@@ -124,6 +125,8 @@ class Gateway:
         self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.called: dict[str, float] = {}  # exposed name -> when a call of it last came
+        self.prober = Prober(self)  # the trial of a half-open tool nobody calls (probe.py)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -141,6 +144,8 @@ class Gateway:
                     logger.warning("upstream %s is not connected yet", upstream.name)
             await self.refresh(notify=False)
             group.start_soon(self._watch)
+            if any(upstream.config.probes for upstream in self.upstreams):
+                group.start_soon(self.prober.run)
             await serve(self)
             self.breakers.end_session(STDIO_SESSION)
             # The client is gone; a stdio client kills us a few seconds after closing our
@@ -319,6 +324,7 @@ class Gateway:
         entry = self.catalog.get(name)
         if entry is None:
             raise UnknownTool(self._unknown(name))
+        self.called[name] = anyio.current_time()  # a client's call is the trial: no probe
         record = self.breakers.begin(name, session=session, others=self.offered)
         if record.refused:
             await self.refresh()  # the client listed before this tool went away

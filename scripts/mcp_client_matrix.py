@@ -12,8 +12,10 @@ stops for the rest of the task once a refusal tells it the tool is out (docs/mcp
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from typing import Any
 import anyio
 
 from scripts.testing.mcp_servers import LIST_CHANGED, Flaky, gateway_stdio, write_config
+from scripts.testing.processes import ROOT
 
 TOOL = "web_search"
 REFUSED_MARK = "did not run"  # in every refusal's text (breaker_panel.per_call.refusal)
@@ -151,6 +154,74 @@ async def pydantic_ai(config: Path) -> AsyncIterator[Driver]:
         yield PydanticDriver(toolset)
 
 
+TS_DIR = ROOT / "tests" / "mcp" / "ts"  # @modelcontextprotocol/sdk, from its package-lock.json
+
+
+def ts_client_missing(package: str = "@modelcontextprotocol/sdk") -> str | None:
+    """Why a TypeScript client from `package` cannot be driven here (None: it can)."""
+    if shutil.which("node") is None:
+        return "no node on PATH (Node 20 runs the TypeScript MCP clients)"
+    if not (TS_DIR / "node_modules" / package).is_dir():
+        return f"tests/mcp/ts/node_modules has no {package}: run `make mcp-ts` (npm ci)"
+    return None
+
+
+class LineDriver(Driver):
+    """A client in another language, driven over its stdin/stdout one JSON line at a time
+    (tests/mcp/ts/client.mjs)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        await self.process.stdin.drain()
+        with anyio.fail_after(60):
+            line = await self.process.stdout.readline()
+        if not line:
+            raise ConnectionError("the client process exited")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    async def tools(self) -> list[str]:
+        return list((await self.ask({"op": "tools"}))["tools"])
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        answer = await self.ask({"op": "call", "name": name, "arguments": arguments})
+        return bool(answer.get("isError")), str(answer.get("text", ""))
+
+
+@asynccontextmanager
+async def node_client(config: Path, script: str, package: str) -> AsyncIterator[Driver]:
+    """A TypeScript MCP client (tests/mcp/ts/`script`, from `package`) in front of the gateway:
+    client.mjs is the MCP SDK's `Client`, vercel_client.mjs the Vercel AI SDK's."""
+    missing = ts_client_missing(package)
+    if missing is not None:
+        raise RuntimeError(missing)
+    params = gateway_stdio(config)
+    server = {"command": params.command, "args": list(params.args), "cwd": str(params.cwd)}
+    process = await asyncio.create_subprocess_exec(
+        "node", str(TS_DIR / script), json.dumps(server),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=TS_DIR,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(60):
+            ready = await process.stdout.readline()
+        if not ready:
+            raise ConnectionError("the TypeScript client exited before it connected")
+        yield LineDriver(process)
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        with anyio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
 CLIENTS: dict[str, Callable[[Path], Any]] = {
     "session-every-turn": lambda c: mcp_session(c, "turn"),
     "session-list-changed": lambda c: mcp_session(c, "notified"),
@@ -158,7 +229,10 @@ CLIENTS: dict[str, Callable[[Path], Any]] = {
     "agents-cache": lambda c: agents_sdk(c, True),
     "agents-no-cache": lambda c: agents_sdk(c, False),
     "pydantic-ai": pydantic_ai,
+    "ts-client": lambda c: node_client(c, "client.mjs", "@modelcontextprotocol/sdk"),
+    "vercel-ai": lambda c: node_client(c, "vercel_client.mjs", "@ai-sdk/mcp"),
 }
+NODE_PACKAGES = {"ts-client": "@modelcontextprotocol/sdk", "vercel-ai": "@ai-sdk/mcp"}
 LABELS = {
     "session-every-turn": "`mcp` ClientSession, lists before every turn",
     "session-list-changed": "`mcp` ClientSession, re-lists on `list_changed`",
@@ -166,6 +240,8 @@ LABELS = {
     "agents-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=True`",
     "agents-no-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=False`",
     "pydantic-ai": "Pydantic AI `MCPToolset` (`cache_tools=True`; with `fastmcp-slim[client]`)",
+    "ts-client": "TypeScript SDK `Client` (Node), tools kept from its `listChanged` handler",
+    "vercel-ai": "Vercel AI SDK `createMCPClient`, `tools()` once per `generateText`",
 }
 QUICK = ("session-list-changed", "never-relists")
 
@@ -284,6 +360,11 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         names.remove("pydantic-ai")
+    for name, package in NODE_PACKAGES.items():
+        missing = ts_client_missing(package)
+        if not args.clients and missing is not None:
+            print(f"skipping {name}: {missing}", file=sys.stderr)
+            names.remove(name)
     rows = run_matrix(names, cooldown=args.cooldown)
     print(markdown(rows) if args.markdown else json.dumps([asdict(r) for r in rows], indent=1))
 

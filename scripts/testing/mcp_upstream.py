@@ -10,7 +10,8 @@ call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), s
 result is no CallToolResult, written past the SDK, which would refuse to send it); over HTTP
 also http503 and http429 (that status to the POST, no JSON-RPC body) and drop (the process dies
 before answering, so the connection drops).
-big (a 10 MB text result), garbage (a line that is no JSON-RPC, then the answer). `"_extra": "a,b"` lists more tools; `"_list": "hang"` makes
+big (a 10 MB text result), garbage (a line that is no JSON-RPC, then the answer).
+`"_extra": "a,b"` lists more tools; `"_list": "hang"` makes
 tools/list never answer (a server alive but stuck).
 """
 

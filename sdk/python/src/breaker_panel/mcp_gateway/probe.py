@@ -10,14 +10,14 @@ fleet's (fleet scope), so never two at once across gateways
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import anyio
 
+from breaker_panel.mcp_gateway.config import GatewayConfig
 from breaker_panel.mcp_gateway.passthrough import malformed
-
-if TYPE_CHECKING:
-    from breaker_panel.mcp_gateway.gateway import Gateway
+from breaker_panel.per_call import PerCallBreakers
 
 __all__ = ["PROBE_SESSION", "Prober"]
 
@@ -26,10 +26,36 @@ logger = logging.getLogger("breaker_panel.mcp_gateway")
 PROBE_SESSION = "probe"  # the probes' calls are one run each, apart from every client's
 
 
+class _Gateway(Protocol):
+    """What the prober needs of the gateway (gateway.py), which owns it."""
+
+    config: GatewayConfig
+    breakers: PerCallBreakers
+    offered: frozenset[str]
+
+    @property
+    def catalog(self) -> Mapping[str, tuple[Any, str]]:
+        """Exposed name -> (its Upstream, its own name)."""
+
+    @property
+    def called(self) -> Mapping[str, float]:
+        """Exposed name -> when a client last called it (anyio time)."""
+
+    async def relay(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        check: Callable[[Any], Any],
+        marks: list[float] | None = None,
+        *,
+        session: str = ...,
+    ) -> Any: ...
+
+
 class Prober:
     """Watches the tools that have a probe; probes one whose trial no client made in time."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: _Gateway) -> None:
         self.gateway = gateway
         self.probes_made = 0
         # Since when each probed tool has been due its trial with no client call (monotonic).

@@ -150,7 +150,9 @@ async def pydantic_ai(config: Path) -> AsyncIterator[Driver]:
 
     params = gateway_stdio(config)
     transport = StdioTransport(params.command, list(params.args), cwd=str(params.cwd))
-    async with MCPToolset(transport) as toolset:  # cache_tools=True: the default
+    # cache_tools=True: the default. init_timeout: the gateway answers `initialize` once its
+    # upstreams have started, which takes seconds on a loaded machine (fastmcp's default is 5).
+    async with MCPToolset(transport, init_timeout=60) as toolset:
         yield PydanticDriver(toolset)
 
 

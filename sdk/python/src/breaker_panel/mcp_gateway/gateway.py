@@ -4,7 +4,8 @@ Every `tools/call` goes through the breaker: an open tool is answered at once wi
 result carrying the notice, anything else is relayed to its upstream as plain JSON-RPC (see
 passthrough.py) and its outcome classified and recorded. After each call, each fleet sync and
 every `check_interval`, the offered set is computed again; when it changed, every client
-session is sent `notifications/tools/list_changed`.
+session is sent `notifications/tools/list_changed`. A half-open tool that no client calls gets
+its configured probe as its trial (probe.py).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A half-open tool's trial is the next client call. When none comes within `probe_after` seconds
 of the trial falling due, and the tool's upstream config names a probe for it, the gateway
 makes that call itself, as the trial: under this worker's trial lease (worker scope) and the
-fleet's (fleet scope), so never two at once across gateways
-(docs/adr/XXXX-the-gateway-probes-a-half-open-tool-nobody-calls.md).
+fleet's (fleet scope), so never two at once across gateways. Why: docs/mcp-gateway.md and the
+ADR "The gateway probes a half-open tool nobody calls, under the trial lease".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from breakers.replay.outage import REMOVAL_MODES, ReplayResult, Scenario
 from controlplane.dashboard.economics import OutageComparison
 from runs.incident_runs import IncidentMeasures
-from runs.outage_economics import TIMES
+from runs.outage_economics import TIMES, PeriodStats, percent_change, percent_text
 
 __all__ = (
     "ReplayFindings",
@@ -43,12 +43,14 @@ def _pct(part: float, whole: float) -> str:
 
 
 def _change(before: float, after: float) -> str:
-    if before == 0:
-        return "did not change" if after == 0 else f"went from $0 to ${after:,.2f}"
-    change = (after - before) / before * 100
-    if abs(change) < 0.5:
+    """ "rose by 520%": the same change, rounded the same way, as the charts' "+520%"."""
+    change = percent_change(before, after)
+    if change is None:
+        return "did not change" if after == before else f"went from $0 to ${after:,.2f}"
+    text = percent_text(change)
+    if text == "0%":
         return "did not change"
-    return f"{'rose' if change > 0 else 'fell'} by {abs(change):.0f}%"
+    return f"{'rose' if change > 0 else 'fell'} by {text.lstrip('+-')}"
 
 
 def _factor(before: float, after: float) -> str:
@@ -156,17 +158,24 @@ def _assumptions(story: Scenario, steps: int | None, runs: float | None) -> list
     ]
 
 
-def incident_findings(*, during: IncidentMeasures, before: IncidentMeasures) -> list[str]:
-    """The incident page's sentences: its own table's figures, in words."""
+def incident_findings(
+    *,
+    during: IncidentMeasures,
+    before: IncidentMeasures,
+    spend_during: PeriodStats,
+    spend_before: PeriodStats,
+) -> list[str]:
+    """The incident page's sentences: its table's figures in words, and the change in spend
+    per run over the same runs, with the same denominator, as the chart's headline
+    (``spend_*``: the chart's periods, whole finished runs before and during)."""
     sentences = []
-    if during.runs and before.runs:
-        per_run_now = float(during.model_spend_usd) / during.runs
-        per_run_before = float(before.model_spend_usd) / before.runs
+    now, then = spend_during.mean_spend_usd, spend_before.mean_spend_usd
+    if spend_during.runs and spend_before.runs and now is not None and then is not None:
         sentences.append(
-            f"Model spend per affected run {_change(per_run_before, per_run_now)} "
-            f"(${per_run_before:,.2f} before, ${per_run_now:,.2f} during)."
+            f"Model spend per run {_change(then, now)} (${then:,.2f} before, ${now:,.2f} "
+            "during: the mean of the finished runs, as in the chart)."
         )
-    elif during.runs:
+    elif during.runs and not before.runs:
         sentences.append("No run reached for the tool in the same length of time before it.")
     if during.tool_calls:
         share = during.blocked / during.tool_calls

@@ -269,11 +269,17 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         Incident.objects.select_related("tool", "opened_by", "closed_by"), pk=pk
     )
     page = incident_page(incident=incident)
+    charts = incident_charts(incident=incident, now=page.end, window=page.window)
     context = {
         "nav": "incidents",
         "page": page,
-        "charts": incident_charts(incident=incident, now=page.end, window=page.window),
-        "findings": incident_findings(during=page.comparison.during, before=page.comparison.before),
+        "charts": charts,
+        "findings": incident_findings(
+            during=page.comparison.during,
+            before=page.comparison.before,
+            spend_during=charts.during,
+            spend_before=charts.baseline,
+        ),
     }
     return render_page(request, "dashboard/incident_detail.html", context)
 

@@ -18,7 +18,7 @@ from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
 from runs.incident_runs import IncidentMeasures
 from runs.models import OutageReplay
-from runs.outage_economics import TIMES
+from runs.outage_economics import TIMES, PeriodStats
 
 pytestmark = pytest.mark.django_db
 
@@ -121,7 +121,13 @@ def test_incident_findings_read_the_incident_s_own_table() -> None:
         return IncidentMeasures(now, now, runs, 0, 0, Decimal(spend), calls, vendor, 0, 0, blocked)
 
     sentences = incident_findings(
-        during=measures(100, "120", 500, 40, 460), before=measures(20, "3.2", 60, 60, 0)
+        during=measures(100, "120", 500, 40, 460),
+        before=measures(20, "3.2", 60, 60, 0),
+        spend_during=PeriodStats(runs=90, mean_duration_s=5.0, mean_spend_usd=1.2),
+        spend_before=PeriodStats(runs=20, mean_duration_s=9.0, mean_spend_usd=0.16),
     )
-    assert sentences[0] == "Model spend per affected run rose by 650% ($0.16 before, $1.20 during)."
+    assert sentences[0] == (
+        "Model spend per run rose by 650% ($0.16 before, $1.20 during: the mean of the finished "
+        "runs, as in the chart)."
+    )
     assert "40 calls reached the vendor during the incident (60 before); 92%" in sentences[1]

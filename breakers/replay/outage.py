@@ -20,6 +20,7 @@ from breakers.replay.orchestration import (
     simulate_modes,
 )
 from breakers.replay.records import (
+    PLAYING_AT_MOST,
     ReplayBatch,
     ReplayClock,
     group_replays,
@@ -27,6 +28,7 @@ from breakers.replay.records import (
     mode_label,
     mode_order,
     recent_replay_batches,
+    replay_interrupted,
     replay_periods,
     replay_speed,
 )
@@ -37,6 +39,7 @@ from breakers.replay.script import SEARCH
 __all__ = (
     "AGENTS",
     "MODES",
+    "PLAYING_AT_MOST",
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",
     "SEARCH",
@@ -54,6 +57,7 @@ __all__ = (
     "mode_order",
     "play_outage",
     "recent_replay_batches",
+    "replay_interrupted",
     "replay_periods",
     "replay_speed",
     "server_settings",

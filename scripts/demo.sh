@@ -16,8 +16,9 @@ export SITE_URL="$URL" DEBUG=True
 export SLACK_WEBHOOK_URL=${SLACK_WEBHOOK_URL:-"$SLACK_URL/services/demo/breaker-panel"}
 # Probes in the demo may reach local stand-ins (production refuses internal addresses).
 export BREAKER_HTTP_ALLOWED_NETWORKS=${BREAKER_HTTP_ALLOWED_NETWORKS:-127.0.0.0/8,::1/128}
-# The replay runs REPLAY_SPEED times faster than the story: the control plane's tick, trial
-# lease and stale-outcome margin shrink with it (simulate_outage computes them).
+# The replay runs REPLAY_SPEED times faster than the story: every time setting of the control
+# plane the story runs through (tick, trial lease, cooldowns, the alerts' flapping window and
+# retries...) shrinks with it (simulate_outage --print-server-env computes them).
 REPLAY_SPEED=${REPLAY_SPEED:-60}
 eval "$($BIN/python manage.py simulate_outage --print-server-env --speed "$REPLAY_SPEED")"
 
@@ -56,7 +57,7 @@ echo "Breaker Panel is up: $URL   (log in as operator / breaker-panel-demo)"
 echo "  Slack alerts (local stand-in): $SLACK_URL/"
 echo "  admin for channels and probes: $URL/admin/"
 echo "  logs in $LOGS/"
-echo "  replaying the outage in every breaker mode (about 2-3 minutes); watch the board"
+echo "  replaying the outage in every breaker mode (about 5 minutes on 2 busy cores); watch the board"
 echo "  Ctrl-C stops the web server, the Slack stand-in, the Celery worker and beat"
 echo
 # Process substitution, not a pipe: $! must be the replay itself, so stopping the demo stops it.

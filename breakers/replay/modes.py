@@ -277,7 +277,8 @@ def _play_until(
     """Start a run every tail interval from the story's end until ``done()``, for at most
     ``RECOVERY_LIMIT_S`` simulated seconds; wait for them; return how many started."""
     every = scenario.tail_s / max(1, scenario.tail_runs)
-    at, started = max(scenario.total_s, clock.now()), []
+    at = max(scenario.total_s, clock.now())
+    started: list[threading.Thread] = []
     try:
         while not done() and at < scenario.total_s + RECOVERY_LIMIT_S:
             thread = threading.Thread(

@@ -236,23 +236,30 @@ def replay_mode(
     lag_s = ANSWER_WITHIN_SIM_S / speed if governed else float("inf")
     high = BACKLOG_HIGH if governed else 2**62
     push = governed and fleet_push
-    with Governor(clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s, push=push) as governor:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    try:
+        with Governor(
+            clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s, push=push
+        ) as governor:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
 
-        def recovered() -> bool:
-            working = recovery.first_working_s is not None
-            return working and (fleet_closed is None or fleet_closed())
+            def recovered() -> bool:
+                working = recovery.first_working_s is not None
+                return working and (fleet_closed is None or fleet_closed())
 
-        result.recovery_runs = _play_until(
-            recovered,
-            scenario=scenario,
-            clock=clock,
-            play=play,
-            first_index=len(threads),
-        )
+            result.recovery_runs = _play_until(
+                recovered,
+                scenario=scenario,
+                clock=clock,
+                play=play,
+                first_index=len(threads),
+            )
+    except BaseException:  # Ctrl-C, SIGTERM: stop the workers' threads (long-polls) now
+        for plane in planes:
+            plane.close(timeout=1.0)
+        raise
     result.paused_s = clock.paused_s
     result.waited_for_runs_s = clock.held_s.get(RUNS, 0.0)
     result.pauses = governor.pauses
@@ -281,8 +288,9 @@ def _play_until(
     started: list[threading.Thread] = []
     try:
         while not done() and at < scenario.total_s + RECOVERY_LIMIT_S:
+            index = first_index + len(started)
             thread = threading.Thread(
-                target=play, args=(first_index + len(started), at), daemon=True
+                target=play, args=(index, at), name=f"replay-run-{index}", daemon=True
             )
             thread.start()
             started.append(thread)

@@ -27,9 +27,10 @@ from runs.models import OutageReplay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# A 30-second tail: the fleet's cooldown has not even run out by its end.
+# One run as the vendor comes back, and the story ends: the fleet's cooldown (30 s at least)
+# has not run out by then, so only the runs played on after the story can take the trial.
 SHORT_TAIL = Scenario(
-    runs_in_window=24, baseline_s=60, baseline_runs=4, tail_s=30, tail_runs=5, workers=4
+    runs_in_window=24, baseline_s=60, baseline_runs=4, tail_s=6, tail_runs=1, workers=4
 )
 SPEED = 150.0
 

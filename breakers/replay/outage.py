@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from breakers.replay.agent import AGENTS, RunRecord
+from breakers.replay.modes import SCOPES_BY_MODE
 from breakers.replay.orchestration import (
     REPLAY_SERVER_SETTINGS,
     ReplayError,
@@ -38,6 +39,7 @@ from breakers.replay.script import SEARCH
 
 __all__ = (
     "AGENTS",
+    "FLEET_MODES",
     "MODES",
     "PLAYING_AT_MOST",
     "REMOVAL_MODES",
@@ -66,6 +68,8 @@ __all__ = (
 
 # The modes whose breaker takes the tool out of the tools array (and sends a notice).
 REMOVAL_MODES = ("run", "worker", "fleet")
+# The modes whose agents use the fleet breaker, and so take its half-open trial.
+FLEET_MODES = tuple(mode for mode, scopes in SCOPES_BY_MODE.items() if "fleet" in scopes)
 
 
 def figures_json(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from breakers.replay.outage import REMOVAL_MODES, ReplayResult, Scenario
+from breakers.replay.outage import FLEET_MODES, REMOVAL_MODES, ReplayResult, Scenario
 from controlplane.dashboard.economics import OutageComparison
 from runs.incident_runs import IncidentMeasures
 from runs.outage_economics import TIMES, PeriodStats, percent_change, percent_text
@@ -95,6 +95,7 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
             f"same fleet breaker and differ only in removing the tool instead of refusing it "
             f"(fleet spent {_pct(fleet, ff)} of fail-fast's ${ff:,.2f})."
         )
+    findings += _recovery_findings(summaries)
     steps = first.wrap_up_steps
     fleet_summary = summaries.get("fleet")
     floor_table = fleet_summary.floor_spend_by_wrap_up_steps if fleet_summary else {}
@@ -122,6 +123,41 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
         floors=floors,
         paused_s=sum(s.paused_real_s or 0.0 for s in summaries.values()),
     )
+
+
+def _recovery_findings(summaries: dict[str, ReplayResult]) -> list[str]:
+    """How long each mode kept the recovered tool away, and who closed the control plane's
+    breaker: an agent's half-open trial, or the replay's reset (with its reason)."""
+    lags = [
+        f"{mode} {lag:,.0f} s"
+        for mode, result in summaries.items()
+        if (lag := result.number("recovery_lag_s")) is not None
+    ]
+    sentences = []
+    if lags:
+        sentences.append(
+            "After the vendor came back, web_search was offered and working again after: "
+            f"{', '.join(lags)}."
+        )
+    for mode, result in summaries.items():
+        reason = result.figures.get("fleet_reset_reason")
+        if reason and mode in FLEET_MODES:
+            sentences.append(
+                f"In mode {mode} the fleet breaker did not close by itself ({reason}); the "
+                "replay reset it."
+            )
+    reset = [m for m, r in summaries.items() if r.figures.get("fleet_reset_reason")]
+    others = [m for m in reset if m not in FLEET_MODES]
+    if others:
+        many = len(others) > 1
+        sentences.append(
+            f"{'Modes' if many else 'Mode'} {', '.join(others)} never "
+            f"{'consult' if many else 'consults'} the fleet breaker, so nothing of "
+            f"{'theirs' if many else 'its'} could close what the failures opened on the control "
+            f"plane: the replay reset it after {'each' if many else 'it'}, and the incident "
+            "says so."
+        )
+    return sentences
 
 
 def _assumptions(story: Scenario, steps: int | None, runs: float | None) -> list[str]:

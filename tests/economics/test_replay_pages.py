@@ -131,3 +131,23 @@ def test_incident_findings_read_the_incident_s_own_table() -> None:
         "runs, as in the chart)."
     )
     assert "40 calls reached the vendor during the incident (60 before); 92%" in sentences[1]
+
+
+def test_findings_say_how_each_mode_got_its_tool_back(batch: ReplayBatch) -> None:
+    lags = {"none": 2.0, "fail-fast": 50.0, "run": 2.0, "worker": 2.0, "fleet": 50.0}
+    for replay in batch.replays:
+        summary = {**replay.summary, "recovery_lag_s": lags[replay.mode]}
+        if replay.mode in ("none", "run", "worker"):
+            summary["fleet_reset_reason"] = "its agents do not use the fleet breaker"
+        if replay.mode == "fleet":
+            summary["fleet_reset_reason"] = "no trial call closed it within 20 simulated minutes"
+        replay.summary = summary
+        replay.save(update_fields=["summary"])
+    text = " ".join(replay_findings(outage_comparison(batch=batch)).findings)
+    assert (
+        "web_search was offered and working again after: none 2 s, fail-fast 50 s, run 2 s, "
+        "worker 2 s, fleet 50 s." in text
+    )
+    assert "In mode fleet the fleet breaker did not close by itself (no trial call" in text
+    assert "Modes none, run, worker never consult the fleet breaker" in text
+    assert "In mode fail-fast" not in text

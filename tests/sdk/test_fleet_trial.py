@@ -766,6 +766,29 @@ def test_a_window_whose_trial_was_made_never_gets_a_second_one(
     assert [name for name, _ in fleet.trials_to_request()] == ["web_search"]
 
 
+def test_a_grant_for_a_window_whose_trial_was_made_is_not_taken_again(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    # Seen in the 64-worker benchmark: the lease was asked for while this worker still saw the
+    # last window; the control plane granted it for its current one (window 3), and the trial
+    # was made there. The next answer shows that window; asking again, this worker is granted
+    # its own live lease once more: it must not make a second trial call in window 3.
+    half_open_with_lease(fleet, clock)  # granted as window 3, asked for with HALF_OPEN's since
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    holder.record_failure("web_search", DOWN)
+    current = replace(HALF_OPEN, since="2026-11-29T09:12:05.500Z")
+    fleet.update({"web_search": current})
+    assert [name for name, _ in fleet.trials_to_request()] == ["web_search"]
+    assert not fleet.grant_trial("web_search", current, window=3, expires_at=clock() + 60)
+    assert fleet.trials_to_request() == []  # refused until this worker sees a new window
+    assert offered(start(worker, fleet)) == ["calculator"]
+    after = replace(HALF_OPEN, since="2026-11-29T09:12:09.000Z")
+    fleet.update({"web_search": after})
+    assert fleet.grant_trial("web_search", after, window=4, expires_at=clock() + 60)
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+
+
 def test_no_request_for_a_probe_or_without_fleet_scope(
     trial_server: TrialServer, clock: FakeClock
 ) -> None:

@@ -138,9 +138,11 @@ class ExternalScope:
         self._trials: dict[str, Trial] = {}
         self._refused: dict[str, float] = {}  # tool -> when to ask for its lease again
         self._offered: dict[str, float] = {}  # tool -> when a run of this worker last offered it
-        # tool -> the half-open window (its `since`) whose trial this worker has made: never
-        # asked for, nor taken, again, even if a late answer makes that window look new.
-        self._spent: dict[str, str] = {}
+        # tool -> the half-open window whose trial this worker has made, as this worker saw it
+        # (`since`) and as the control plane's grant named it (`window`): never asked for, nor
+        # taken, again. The two differ when the fleet moved on while the lease was asked for: a
+        # lease is granted for the control plane's current window, whatever the asker last saw.
+        self._spent: dict[str, tuple[str, int]] = {}
         # Called (outside the lock) when a run offers a half-open tool whose lease this worker
         # should ask for now: the syncing side asks at once instead of at its next poll.
         self.on_trial_wanted: Callable[[], None] | None = None
@@ -220,8 +222,12 @@ class ExternalScope:
         with self._lock:
             if not same_window(self._states.get(name), status):
                 return False  # the scope changed while we asked: the grant is for a past window
-            if self._is_spent(name, status):
-                return False  # this worker made this window's trial already
+            spent = self._spent.get(name)
+            if self._is_spent(name, status) or (spent is not None and spent[1] == window):
+                # This worker made that window's trial already (the grant repeats its own live
+                # lease): not again; asked again when this worker sees a new window.
+                self._refused[name] = float("inf")
+                return False
             lease = FleetLease(name, window, expires_at)
             trial = self._trials.get(name)
             if trial is not None and trial.phase in (TrialPhase.GRANTED, TrialPhase.RENEW):
@@ -293,8 +299,8 @@ class ExternalScope:
                 self.version += 1
             else:
                 return False
-            if trial.phase is not TrialPhase.RENEW and trial.since:
-                self._spent[name] = trial.since
+            if trial.phase is not TrialPhase.RENEW:
+                self._spent[name] = (trial.since, trial.lease.window)
             return True
 
     def release_trial(self, name: str, owner: int) -> None:
@@ -305,7 +311,8 @@ class ExternalScope:
                 trial.holder = None
 
     def _is_spent(self, name: str, status: ScopeState) -> bool:
-        return bool(status.since) and self._spent.get(name) == status.since
+        spent = self._spent.get(name)
+        return bool(status.since) and spent is not None and spent[0] == status.since
 
     def _end(self, name: str) -> None:
         del self._trials[name]

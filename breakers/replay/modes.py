@@ -33,7 +33,7 @@ ANSWER_WITHIN_SIM_S = 5.0
 # After the story, runs keep arriving at the tail's pace until web_search is back for the agents
 # (and, given ``fleet_closed``, closed in the fleet), at most this many simulated seconds: a
 # replay ends with its tool recovered or says it did not
-# (docs/adr/XXXX-the-replay-plays-on-until-the-tool-recovers.md).
+# (docs/adr/0192-the-replay-plays-on-until-the-tool-recovers.md).
 RECOVERY_LIMIT_S = 20 * 60.0
 # The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
 WRAP_UP_SENSITIVITY = (1, 2, 5)

@@ -78,7 +78,7 @@ def check_control_plane(*, url: str, token: str, timeout: float = 5.0) -> None:
 # spell, a cooldown or an alert's retry lasts as long in the story as it would in production.
 # Settings that are not story time are listed in ``NOT_STORY_TIME`` with the reason; a test holds
 # every ``*_SECONDS`` setting to one list or the other
-# (docs/adr/XXXX-the-replay-scales-every-story-time-setting.md).
+# (docs/adr/0193-the-replay-scales-every-story-time-setting.md).
 _SERVER_INTERVALS = {
     # Beat cannot usefully tick much faster than 10 times a second, so the tick has a floor
     # (6 simulated seconds at 60x).

@@ -9,6 +9,9 @@ from celery import Task, shared_task
 from breakers import fleet_service
 from breakers.alerts import delivery, sweep
 from breakers.fleet_service import backlog
+from breakers.slack import actions as slack_actions
+from breakers.slack import respond as slack_respond_service
+from breakers.slack import sync as slack_sync
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
 PROBE_EXPIRES_SECONDS = 60
@@ -47,3 +50,24 @@ def deliver_alert(self: Task, alert_id: int) -> str:
 def sweep_alerts() -> int:
     result = sweep.sweep_alerts()
     return result.unstuck + len(result.requeued) + result.settled
+
+
+@shared_task(name="breakers.slack_sync_incident", bind=True, ignore_result=True, max_retries=None)
+def slack_sync_incident(self: Task, incident_id: int) -> str:
+    """Post or update the incident's one Slack message (bot mode)."""
+    result = slack_sync.sync_incident_message(incident_id=incident_id)
+    if result.retry_in is not None:
+        raise self.retry(countdown=result.retry_in)
+    return result.outcome
+
+
+@shared_task(name="breakers.slack_perform_action", ignore_result=True)
+def slack_perform_action(action_id: int) -> bool:
+    """Do one accepted press from Slack (then the card is updated)."""
+    return slack_actions.perform_slack_action(action_id=action_id) is not None
+
+
+@shared_task(name="breakers.slack_respond", ignore_result=True)
+def slack_respond(response_url: str, text: str, suggest: list[str] | None = None) -> bool:
+    """Answer one Slack user alone (an ephemeral message)."""
+    return slack_respond_service.send_ephemeral(response_url, text, suggest)

@@ -5,6 +5,7 @@ Redis steps, alert rows claimed once); beat's tick and sweep re-send what was lo
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.conf import settings
 
 from breakers import fleet_service
 from breakers.alerts import delivery, sweep
@@ -63,8 +64,19 @@ def slack_sync_incident(self: Task, incident_id: int) -> str:
 
 @shared_task(name="breakers.slack_perform_action", ignore_result=True)
 def slack_perform_action(action_id: int) -> bool:
-    """Do one accepted press from Slack (then the card is updated)."""
-    return slack_actions.perform_slack_action(action_id=action_id) is not None
+    """Do one accepted press from Slack, then update its card here (one hop less than a task;
+    a card update that must wait is handed to the sync task)."""
+    row = slack_actions.perform_slack_action(action_id=action_id)
+    if row is None:
+        return False
+    result = slack_sync.sync_incident_message(incident_id=row.incident_id)
+    if result.retry_in is not None:
+        slack_sync_incident.apply_async(
+            (row.incident_id,),
+            countdown=result.retry_in,
+            queue=settings.SLACK_TASK_QUEUE or None,
+        )
+    return True
 
 
 @shared_task(name="breakers.slack_respond", ignore_result=True)

@@ -156,6 +156,13 @@ class Message:
     received: float
     source: str  # "bot" or "webhook"
     edits: int = 0
+    # (time.monotonic(), attachment colour) of the post and of each update (benchmarks).
+    history: list[tuple[float, str]] = field(default_factory=list)
+
+    @property
+    def color(self) -> str:
+        attachments = self.payload.get("attachments") or [{}]
+        return str(attachments[0].get("color") or "") if isinstance(attachments[0], dict) else ""
 
 
 @dataclass
@@ -294,7 +301,9 @@ class SlackStandIn:
         with self.lock:
             ts = f"{int(time.time())}.{next(self._ts):06d}"
             payload = {k: args[k] for k in ("text", "blocks", "attachments") if k in args}
-            self.messages.append(Message(ts, payload, time.time(), "bot"))
+            message = Message(ts, payload, time.time(), "bot")
+            message.history.append((time.monotonic(), message.color))
+            self.messages.append(message)
         return {"ok": True, "channel": CHANNEL_ID, "ts": ts, "message": {"ts": ts, **payload}}
 
     def _update(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -312,6 +321,7 @@ class SlackStandIn:
                     message.payload[key] = args[key]
             message.edits += 1
             message.received = time.time()
+            message.history.append((time.monotonic(), message.color))
         return {"ok": True, "channel": CHANNEL_ID, "ts": message.ts}
 
     def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -265,7 +265,7 @@ def _allowed(press: _Press, action_id: str, incident: Incident) -> SlackUser:
             f"Not allowed: {_OPERATOR_ONLY}, and {link.user.get_username()} does not have it. "
             "Nothing was changed."
         )
-    card = incident_card(incident)
+    card = incident_card(incident, light=True)
     if not card.live:
         when = f" at {card.closed_at:%Y-%m-%d %H:%M UTC}" if card.closed_at else ""
         raise Refused(
@@ -370,7 +370,7 @@ def _respond_later(press: _Press, text: str) -> None:
 
 
 def perform_slack_action(*, action_id: int, now: datetime | None = None) -> SlackAction | None:
-    """Do an accepted press once (claimed pending -> done), then queue the card's update.
+    """Do an accepted press once (claimed pending -> done); the caller updates the card.
 
     The fleet may still refuse it (released meanwhile, Redis down): the row says why and the
     user is told.
@@ -391,7 +391,6 @@ def perform_slack_action(*, action_id: int, now: datetime | None = None) -> Slac
             send_slack_task(RESPOND_TASK, row.response_url, text, None)
         return row
     SlackAction.objects.filter(pk=row.pk).update(result=result)
-    send_slack_task(SYNC_TASK, row.incident_id)
     return row
 
 

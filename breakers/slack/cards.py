@@ -84,7 +84,11 @@ def _forcing(incident: Incident) -> OperatorAction | None:
     )
 
 
-def incident_card(incident: Incident, *, now: datetime | None = None) -> IncidentCard:
+def incident_card(
+    incident: Incident, *, now: datetime | None = None, light: bool = False
+) -> IncidentCard:
+    """``light``: without the last error and the ledger's figures (a press's checks need only
+    the state, within Slack's 3 s)."""
     now = now or timezone.now()
     tool = incident.tool
     message = SlackIncidentMessage.objects.filter(incident=incident).first()
@@ -97,7 +101,7 @@ def incident_card(incident: Incident, *, now: datetime | None = None) -> Inciden
         opened_at=incident.opened_at,
         closed_at=incident.closed_at,
         reason=incident.reason or incident.opened_by.reason,
-        last_error=_last_error(incident),
+        last_error="" if light else _last_error(incident),
         acknowledged_by=message.acknowledged_by if message else "",
         acknowledged_at=message.acknowledged_at if message else None,
         forced_by=actor_name(forcing) if forcing else "",
@@ -105,7 +109,7 @@ def incident_card(incident: Incident, *, now: datetime | None = None) -> Inciden
         silenced_by=silence.set_by if silence else "",
         silenced_until=silence.until if silence else None,
         silenced_until_recovery=bool(silence and silence.until is None),
-        figures=ledger_figures(incident),
+        figures=() if light else ledger_figures(incident),
         dashboard_url=incident_url(incident.pk),
         now=now,
     )

@@ -50,9 +50,9 @@ def send_ephemeral(response_url: str, text: str, suggest: Sequence[str] | None =
     body = ephemeral_text(text, suggest, bot=bot)
     client = WebhookClient(
         url,
-        timeout=float(settings.SLACK_TIMEOUT_SECONDS),
+        timeout=float(settings.SLACK_TIMEOUT_SECONDS),  # type: ignore[arg-type]  # a float works
         logger=_sdk_logger,
-        retry_handlers=[],  # type: ignore[arg-type]
+        retry_handlers=[],
     )
     try:
         response = client.send_dict(

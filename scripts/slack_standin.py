@@ -678,7 +678,8 @@ margin:.4rem 0;overflow-wrap:anywhere}code{background:#f6f6f6;border:1px solid #
 border-radius:3px;padding:0 .2rem;font-size:13px}.actions{display:flex;flex-wrap:wrap;gap:.4rem;
 margin:.5rem 0}.actions form{margin:0;display:flex;gap:.25rem}.btn{font:inherit;font-weight:600;
 font-size:14px;padding:.3rem .75rem;border:1px solid #bbb;border-radius:4px;background:#fff;
-color:#1d1c1d;text-decoration:none;cursor:pointer;min-height:2.2rem}.btn.primary{background:#007a5a;
+color:#1d1c1d;text-decoration:none;cursor:pointer;min-height:2.2rem;display:inline-flex;
+align-items:center}.btn.primary{background:#007a5a;
 border-color:#007a5a;color:#fff}.btn.danger{background:#e01e5a;border-color:#e01e5a;color:#fff}
 select{font:inherit;min-height:2.2rem}.ephemeral{background:#f8f8f8;border:1px solid #ddd;
 border-radius:6px;padding:.5rem .75rem;margin:.75rem 0}.notice{color:#a00}.error{color:#c00}

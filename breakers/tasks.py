@@ -83,3 +83,12 @@ def slack_perform_action(action_id: int) -> bool:
 def slack_respond(response_url: str, text: str, suggest: list[str] | None = None) -> bool:
     """Answer one Slack user alone (an ephemeral message)."""
     return slack_respond_service.send_ephemeral(response_url, text, suggest)
+
+
+@shared_task(name="breakers.slack_sweep_cards", ignore_result=True)
+def slack_sweep_cards() -> int:
+    """Beat: queue again the card syncs that were lost (bot mode only)."""
+    ids = slack_sync.cards_to_resync()
+    for incident_id in ids:
+        slack_sync_incident.apply_async((incident_id,), queue=settings.SLACK_TASK_QUEUE or None)
+    return len(ids)

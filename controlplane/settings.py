@@ -306,6 +306,12 @@ CELERY_BEAT_SCHEDULE["alerts-sweep"] = {
     "schedule": ALERT_SWEEP_SECONDS,
     "options": {"expires": 30},
 }
+# Bot mode's cards whose sync was lost (a no-op without SLACK_BOT_TOKEN).
+CELERY_BEAT_SCHEDULE["slack-cards-sweep"] = {
+    "task": "breakers.slack_sweep_cards",
+    "schedule": ALERT_SWEEP_SECONDS,
+    "options": {"expires": 30},
+}
 
 # --- Health, metrics, retention (docs/operations.md) ---
 # Task modules outside the apps' tasks.py: the beat heartbeat and the retention purge.

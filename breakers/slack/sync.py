@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Q
 from django.utils import timezone
 
 from breakers.alerts.delivery import retry_delay
@@ -24,7 +24,12 @@ from breakers.transports import TransportError
 from breakers.transports.slack_bot import MESSAGE_GONE, PostedMessage, SlackBot
 from breakers.transports.slack_cards import build_incident_card
 
-__all__ = ("SyncResult", "bot_mode", "sync_incident_message")
+__all__ = ("SyncResult", "bot_mode", "cards_to_resync", "sync_incident_message")
+
+# A card sync is queued on commit and done within a second; one still missing or failed this
+# long after lost its task (broker down at commit, worker lost): beat's sweep queues it again.
+RESYNC_AFTER_SECONDS = 30.0
+RESYNC_BATCH = 100
 
 logger = logging.getLogger(__name__)
 
@@ -86,12 +91,35 @@ def sync_incident_message(
 
 def _failed(row: SlackIncidentMessage, exc: TransportError) -> SyncResult:
     error = f"{exc.code}: {exc.message}"[:2000] if exc.code else exc.message[:2000]
-    SlackIncidentMessage.objects.filter(pk=row.pk).update(
-        attempts=F("attempts") + 1, last_error=error
-    )
     attempts = row.attempts + 1
+    # A permanent error uses up the attempts: the sweep never tries that card again.
+    used = int(settings.SLACK_MAX_ATTEMPTS) if exc.permanent else attempts
+    SlackIncidentMessage.objects.filter(pk=row.pk).update(attempts=used, last_error=error)
     if exc.permanent or attempts >= int(settings.SLACK_MAX_ATTEMPTS):
         logger.warning("Slack card of incident %s not sent: %s", row.incident_id, error)
         return SyncResult("failed", detail=error)
     delay = exc.retry_after if exc.retry_after is not None else retry_delay(attempts)
     return SyncResult("retry", retry_in=delay, detail=error)
+
+
+def cards_to_resync(*, now: datetime | None = None) -> list[int]:
+    """Incidents whose card Slack should show but does not: an open incident with no message
+    (or one whose last sync failed), older than ``RESYNC_AFTER_SECONDS``; none outside bot mode.
+
+    A silenced tool's incident is left alone (its card is deliberately not posted).
+    """
+    if not bot_mode():
+        return []
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=RESYNC_AFTER_SECONDS)
+    unposted = Incident.objects.filter(closed_at__isnull=True, opened_at__lte=cutoff).filter(
+        Q(slack_message__isnull=True) | Q(slack_message__ts="", slack_message__last_error="")
+    )
+    failed = (
+        SlackIncidentMessage.objects.exclude(last_error="")
+        .exclude(last_error__startswith="not posted:")
+        .filter(attempts__lt=int(settings.SLACK_MAX_ATTEMPTS), incident__opened_at__lte=cutoff)
+    )
+    ids = set(unposted.values_list("pk", flat=True)[:RESYNC_BATCH])
+    ids |= set(failed.values_list("incident_id", flat=True)[:RESYNC_BATCH])
+    return sorted(ids)[:RESYNC_BATCH]

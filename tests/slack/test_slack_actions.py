@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -396,3 +397,21 @@ def test_an_incident_already_resolved_gets_a_clear_answer(
     assert "already resolved" in bot.ephemerals_for("U0OPERATOR")[0]
     assert not SlackAction.objects.exists()
     assert not OperatorAction.objects.exists()
+
+
+def test_a_lost_card_sync_is_queued_again_by_the_sweep(
+    bot: SlackStandIn, operator: User, settings: Any
+) -> None:
+    from breakers.slack.sync import cards_to_resync
+    from breakers.tasks import slack_sweep_cards
+
+    settings.SLACK_BOT_TOKEN = ""  # bot mode off here: the opening queues no card
+    incident = opened_incident()
+    settings.SLACK_BOT_TOKEN = "xoxb-breaker-panel-tests"
+    assert cards_to_resync() == [], "too recent: its sync may still be on its way"
+    Incident.objects.filter(pk=incident.pk).update(opened_at=timezone.now() - timedelta(seconds=60))
+    assert cards_to_resync() == [incident.pk]
+    assert slack_sweep_cards() == 1
+    card = the_card(bot)
+    assert color(card) == COLORS[Phase.OPEN]
+    wait_for(lambda: cards_to_resync() == [], "the posted card's row to be committed")

@@ -134,6 +134,11 @@ class SlackBot:
             )
         if status >= 500:
             return TransportError(f"Slack answered {status}", code=code)
-        if code in CHANNEL_ERRORS or code in {"not_authed", "account_inactive", "token_revoked"}:
+        if code in CHANNEL_ERRORS or code in {
+            "not_authed",
+            "invalid_auth",
+            "account_inactive",
+            "token_revoked",
+        }:
             return TransportError(f"Slack refused the bot: {code}", channel_broken=True, code=code)
         return TransportError(f"Slack refused the call: {code}", permanent=True, code=code)

@@ -20,14 +20,14 @@ from tests.slack.support import CHANNEL, QUEUE, SECRET, TOKEN
 
 
 @pytest.fixture(scope="session")
-def standin() -> Iterator[SlackStandIn]:
+def slack_standin() -> Iterator[SlackStandIn]:
     with SlackStandIn(signing_secret=SECRET, bot_token=TOKEN) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def slack_worker(
-    django_db_setup: None, standin: SlackStandIn
+    django_db_setup: None, slack_standin: SlackStandIn
 ) -> Iterator[processes.CeleryWorkerProcess]:
     try:
         processes.database_url_of_test_db()
@@ -40,7 +40,7 @@ def slack_worker(
             "SLACK_BOT_TOKEN": TOKEN,
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_CHANNEL": CHANNEL,
-            "SLACK_API_URL": standin.api_url,
+            "SLACK_API_URL": slack_standin.api_url,
             "SLACK_TASK_QUEUE": QUEUE,
             "SITE_URL": "http://127.0.0.1:8000",
         },
@@ -53,7 +53,7 @@ def slack_worker(
 @pytest.fixture
 def bot(
     settings: Any,
-    standin: SlackStandIn,
+    slack_standin: SlackStandIn,
     slack_worker: processes.CeleryWorkerProcess,
     live_server: Any,
     fleet_redis: redis.Redis,
@@ -62,11 +62,11 @@ def bot(
     settings.SLACK_BOT_TOKEN = TOKEN
     settings.SLACK_SIGNING_SECRET = SECRET
     settings.SLACK_CHANNEL = CHANNEL
-    settings.SLACK_API_URL = standin.api_url
+    settings.SLACK_API_URL = slack_standin.api_url
     settings.SLACK_TASK_QUEUE = QUEUE
     settings.SITE_URL = live_server.url
-    standin.reset()
-    standin.actions_url = live_server.url + "/slack/actions"
+    slack_standin.reset()
+    slack_standin.actions_url = live_server.url + "/slack/actions"
     processes.declare_celery_queues()
-    yield standin
+    yield slack_standin
     slack_worker.wait_idle()

@@ -19,16 +19,16 @@ CARD = build_incident_card(
 )
 
 
-def test_post_then_update_in_place(standin: SlackStandIn) -> None:
-    standin.reset()
-    bot = SlackBot(TOKEN, base_url=standin.api_url, timeout=5)
+def test_post_then_update_in_place(slack_standin: SlackStandIn) -> None:
+    slack_standin.reset()
+    bot = SlackBot(TOKEN, base_url=slack_standin.api_url, timeout=5)
     posted = bot.post("#agent-tools", CARD)
     assert posted.channel == "C0AGENTS01"
     bot.update(posted, CARD)
-    message = standin.message(posted.ts)
+    message = slack_standin.message(posted.ts)
     assert message is not None and message.edits == 1
     assert message.payload["attachments"][0]["color"] == "#E01E5A"
-    assert [m for m, _ in standin.calls] == ["chat.postMessage", "chat.update"]
+    assert [m for m, _ in slack_standin.calls] == ["chat.postMessage", "chat.update"]
 
 
 @pytest.mark.parametrize(
@@ -39,16 +39,16 @@ def test_post_then_update_in_place(standin: SlackStandIn) -> None:
     ],
 )
 def test_refusals_are_permanent_and_say_why(
-    standin: SlackStandIn, token: str, channel: str, code: str, broken: bool
+    slack_standin: SlackStandIn, token: str, channel: str, code: str, broken: bool
 ) -> None:
     with pytest.raises(TransportError) as caught:
-        SlackBot(token, base_url=standin.api_url, timeout=5).post(channel, CARD)
+        SlackBot(token, base_url=slack_standin.api_url, timeout=5).post(channel, CARD)
     assert caught.value.code == code and caught.value.permanent
     assert caught.value.channel_broken is broken
 
 
-def test_an_update_of_a_deleted_message_says_message_not_found(standin: SlackStandIn) -> None:
-    bot = SlackBot(TOKEN, base_url=standin.api_url, timeout=5)
+def test_an_update_of_a_deleted_message_says_message_not_found(slack_standin: SlackStandIn) -> None:
+    bot = SlackBot(TOKEN, base_url=slack_standin.api_url, timeout=5)
     with pytest.raises(TransportError) as caught:
         bot.update(PostedMessage(channel="C0AGENTS01", ts="1.000000"), CARD)
     assert caught.value.code == "message_not_found"

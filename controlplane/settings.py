@@ -284,7 +284,7 @@ SLACK_MIN_INTERVAL_SECONDS = envfloat("SLACK_MIN_INTERVAL_SECONDS", 1.0)
 SLACK_RETRY_BASE_SECONDS = envfloat("SLACK_RETRY_BASE_SECONDS", 1.0)
 SLACK_RETRY_MAX_SECONDS = envfloat("SLACK_RETRY_MAX_SECONDS", 300.0)
 SLACK_MAX_ATTEMPTS = envint("SLACK_MAX_ATTEMPTS", 12)
-# Bot mode (docs/adr/XXXX-slack-bot-mode-one-message-per-incident.md): with a bot token every
+# Bot mode (docs/adr/0195-slack-bot-mode-one-message-per-incident.md): with a bot token every
 # incident is one message in SLACK_CHANNEL, updated in place, with buttons whose presses come
 # back signed to POST /slack/actions. SLACK_API_URL points slack_sdk at another Web API (the
 # local stand-in in the demo and tests); https, or plain http to a loopback address.

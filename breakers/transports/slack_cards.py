@@ -1,7 +1,7 @@
 """The incident card of bot mode: one Slack message per incident, rebuilt from the incident's
 state each time and sent with ``chat.update``. Pure: no Django, no network. The colour bar
 (a legacy attachment around the blocks) says the phase; the buttons are what can be done now.
-Why: docs/adr/XXXX-slack-bot-mode-one-message-per-incident.md.
+Why: docs/adr/0195-slack-bot-mode-one-message-per-incident.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('breakers', '0005_operators_group'),
+        ('breakers', '0006_slack_actions'),
     ]
 
     operations = [

@@ -200,7 +200,7 @@ BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
 # The spend rule: a tool also opens fleet-wide (on the same quorum) once the model spend of runs
 # whose calls to it all failed passes this many USD within BREAKER_SPEND_WINDOW_SECONDS. 0 (the
 # default) turns it off for every tool without a policy amount of its own: the right amount
-# depends on what a fleet's runs cost (docs/adr/XXXX-spend-rule-off-by-default.md).
+# depends on what a fleet's runs cost (docs/adr/0201-spend-rule-off-by-default.md).
 BREAKER_SPEND_AMOUNT_USD = envfloat("BREAKER_SPEND_AMOUNT_USD", 0.0)
 BREAKER_SPEND_WINDOW_SECONDS = envfloat("BREAKER_SPEND_WINDOW_SECONDS", 600.0)
 # Who counts towards min_workers: distinct agent "tokens" (the default: a token, bound to its

@@ -92,7 +92,7 @@ def apply_fleet_outcomes(
     ``FleetBacklog`` table; Celery's fleet tick applies them when the store answers again (the
     store recognises event ids it has already counted, so a partial apply is not counted twice).
     The spend rule is not backlogged: it only ever opens a tool earlier than the consecutive
-    rule, which the backlog keeps whole (docs/adr/XXXX-spend-rule-off-by-default.md).
+    rule, which the backlog keeps whole (docs/adr/0201-spend-rule-off-by-default.md).
     """
     if not tool_calls and not model_calls:
         return

@@ -100,7 +100,7 @@ class FleetPolicy:
     max_cooldown_ms: int = 300_000
     min_workers: int = 2
     trial: TrialMode = TrialMode.LEASE
-    # The spend rule (docs/adr/XXXX-spend-rule-off-by-default.md): 0 micro-USD is off.
+    # The spend rule (docs/adr/0201-spend-rule-off-by-default.md): 0 micro-USD is off.
     spend_amount_micro: int = 0
     spend_window_ms: int = 600_000
 

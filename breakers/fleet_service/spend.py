@@ -1,6 +1,6 @@
 """The spend rule's command: ingest's accepted model and tool calls, counted per run in Redis
 (``breakers/fleet/lua/spend_run.lua``) and per tool (``spend.lua``), which may open a tool.
-Why it is shaped so: docs/adr/XXXX-spend-rule-off-by-default.md."""
+Why it is shaped so: docs/adr/0201-spend-rule-off-by-default.md."""
 
 from __future__ import annotations
 

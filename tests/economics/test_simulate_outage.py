@@ -47,10 +47,13 @@ def test_removing_the_tool_saves_money_while_failing_fast_only_saves_time(
     by_mode = {s["mode"]: s for s in summaries}
     none, fail_fast, fleet = by_mode["none"], by_mode["fail-fast"], by_mode["fleet"]
 
-    # Every run of every mode landed once, finished, through the real ingest.
+    # Every run of every mode landed once, finished, through the real ingest: the story's, and
+    # those the replay played on with until the tool recovered (none on a quiet machine; under
+    # load a trial can miss the story's last runs).
     for replay in OutageReplay.objects.all():
         runs = Run.objects.filter(worker__worker_id__startswith=replay.worker_prefix)
-        assert runs.count() == len(SMALL.run_starts())
+        played_on = by_mode[replay.mode]["recovery_runs"]
+        assert runs.count() == len(SMALL.run_starts()) + played_on
         assert not runs.filter(status=RunStatus.RUNNING).exists()
     assert all(s["events_dropped"] == 0 for s in summaries)
 

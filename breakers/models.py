@@ -24,6 +24,8 @@ from breakers.fleet.rules import (
     Forced,
     OperatorActionKind,
     TrialMode,
+    micro_usd,
+    opening_rule,
 )
 from breakers.fleet.store import PolicyOverrides
 from breakers.probes.runner import probe_callable_allowed
@@ -119,8 +121,19 @@ POLICY_BOUNDS: dict[str, tuple[float, float]] = {
     "max_cooldown_seconds": (0.1, 604_800.0),
     "probe_expected_status": (100, 599),
     "probe_timeout_seconds": (0.1, 60.0),
+    # The spend rule: 0 USD is off (for a tool: off even when the setting turns it on); the
+    # window stays within the hour the agents' run logs are kept for (breakers/fleet/store.py).
+    "spend_amount_usd": (0.0, 100_000.0),
+    "spend_window_seconds": (10.0, 3600.0),
 }
-_NULLABLE_POLICY_NUMBERS = ("threshold", "min_workers", "cooldown_seconds", "max_cooldown_seconds")
+_NULLABLE_POLICY_NUMBERS = (
+    "threshold",
+    "min_workers",
+    "cooldown_seconds",
+    "max_cooldown_seconds",
+    "spend_amount_usd",
+    "spend_window_seconds",
+)
 
 
 def policy_bound_error(field: str, value: float | None) -> str | None:
@@ -166,6 +179,11 @@ class ToolPolicy(models.Model):
     probe_expected_status = models.PositiveSmallIntegerField(default=200)
     probe_timeout_seconds = models.FloatField(default=5.0)
     probe_callable = models.CharField(max_length=300, blank=True)
+    # Empty: the setting (BREAKER_SPEND_AMOUNT_USD, BREAKER_SPEND_WINDOW_SECONDS); 0 USD: off.
+    spend_amount_usd = models.FloatField(
+        null=True, blank=True, help_text="USD burned by failing runs that opens it; 0 turns it off"
+    )
+    spend_window_seconds = models.FloatField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.CharField(max_length=200, blank=True)
 
@@ -210,6 +228,10 @@ class ToolPolicy(models.Model):
             cooldown_ms=_ms_or_none(self.cooldown_seconds),
             max_cooldown_ms=_ms_or_none(self.max_cooldown_seconds),
             trial=TrialMode.PROBE if self.probe_kind else None,
+            spend_amount_micro=None
+            if self.spend_amount_usd is None
+            else micro_usd(self.spend_amount_usd),
+            spend_window_ms=_ms_or_none(self.spend_window_seconds),
         )
 
 
@@ -219,6 +241,8 @@ def default_policy() -> FleetPolicy:
         cooldown_ms=round(settings.BREAKER_COOLDOWN_SECONDS * 1000),
         max_cooldown_ms=round(settings.BREAKER_MAX_COOLDOWN_SECONDS * 1000),
         min_workers=settings.BREAKER_MIN_WORKERS,
+        spend_amount_micro=micro_usd(settings.BREAKER_SPEND_AMOUNT_USD),
+        spend_window_ms=round(settings.BREAKER_SPEND_WINDOW_SECONDS * 1000),
     )
 
 
@@ -232,6 +256,10 @@ def effective_policy(policy: ToolPolicy | None) -> FleetPolicy:
         max_cooldown_ms=_ms_or_none(policy.max_cooldown_seconds) or base.max_cooldown_ms,
         min_workers=policy.min_workers or base.min_workers,
         trial=policy.trial,
+        spend_amount_micro=base.spend_amount_micro
+        if policy.spend_amount_usd is None
+        else micro_usd(policy.spend_amount_usd),
+        spend_window_ms=_ms_or_none(policy.spend_window_seconds) or base.spend_window_ms,
     )
 
 
@@ -277,12 +305,20 @@ class Probe(models.Model):
         return f"probe of {self.tool} ({'ok' if self.ok else 'failed'})"
 
 
+# Audited actions that change no fleet state (breakers.slack): acknowledge and silence.
+ACKNOWLEDGE, SILENCE = "acknowledge", "silence"
+NOTE_ACTIONS = (ACKNOWLEDGE, SILENCE)
+
+
 class OperatorAction(models.Model):
     """The audit row of a fleet-wide action: who, when, why, and the state before and after."""
 
     tool = models.ForeignKey(Tool, on_delete=models.PROTECT, related_name="operator_actions")
+    # The fleet actions, and the two that change no state but are audited all the same
+    # (acknowledge an incident, silence a tool's repeat alerts: from Slack).
     action = models.CharField(
-        max_length=20, choices=[(a.value, a.value) for a in OperatorActionKind]
+        max_length=20,
+        choices=[(a.value, a.value) for a in OperatorActionKind] + [(a, a) for a in NOTE_ACTIONS],
     )
     reason = models.TextField()
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -294,6 +330,8 @@ class OperatorAction(models.Model):
         AgentToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     actor = models.CharField(max_length=250)
+    # Where it was done when not on the dashboard or the API: "Slack (@alice)".
+    via = models.CharField(max_length=120, blank=True, default="")
     before = models.JSONField()
     after = models.JSONField()
 
@@ -316,9 +354,10 @@ class FleetTransition(models.Model):
     auto_to = models.CharField(max_length=20, choices=AutoState)
     forced = models.CharField(max_length=20, choices=ForcedState, blank=True)
     cause_kind = models.CharField(max_length=20, choices=[(c.value, c.value) for c in CauseKind])
-    # failures: consecutive, workers {id: failures}, events [ids]; cooldown: cooldown_ms,
-    # window; trial: window, holder, outcome (+ event_id and worker, or probe); operator: action,
-    # reason, actor.
+    # failures: consecutive, workers {id: failures}, events [ids]; spend: rule, spend_usd,
+    # amount_usd, window_seconds, runs, run_keys, workers {id: runs}, workers_spend_usd;
+    # cooldown: cooldown_ms, window; trial: window, holder, outcome (+ event_id and worker, or
+    # probe); operator: action, reason, actor.
     cause = models.JSONField(default=dict)
     reason = models.TextField(blank=True)
     probe = models.ForeignKey(
@@ -341,6 +380,14 @@ class FleetTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.from_state} -> {self.to_state}"
+
+    @property
+    def opening_rule(self) -> str | None:
+        """``"consecutive"`` or ``"spend"`` when an automatic rule opened the tool here (the
+        spend-avoided ledger counts from ``at``); None for any other transition."""
+        if self.from_state in OUT_STATES or self.to_state not in OUT_STATES:
+            return None
+        return opening_rule(self.cause_kind)
 
 
 class Incident(models.Model):
@@ -445,6 +492,8 @@ class AlertState(models.TextChoices):
     SENDING = "sending"  # claimed by one delivery task (claimed_at)
     SENT = "sent"
     FAILED = "failed"  # gave up: permanent error, broken or disabled channel, or attempts used up
+    # Made while the tool was silenced (from Slack): recorded, never sent.
+    SILENCED = "silenced"
     # Folded into the tool's flapping alert (``group``): never sent on its own, unless it is the
     # tool's last word when the flapping spell ends (the sweep then makes it pending).
     GROUPED = "grouped"
@@ -527,3 +576,112 @@ class Alert(models.Model):
     @property
     def error(self) -> str:
         return self.last_error
+
+
+# -- Slack bot mode (breakers.slack) ------------------------------------------------------------
+
+
+class SlackUser(models.Model):
+    """A Slack user (in one workspace) linked to a dashboard user, whose permissions their
+    presses in Slack run with. Made by an admin, or once by the user from a logged-in page;
+    never from a matching email alone (dashboard emails are not verified)."""
+
+    team_id = models.CharField(max_length=32)
+    slack_user_id = models.CharField(max_length=32)
+    slack_name = models.CharField(max_length=120, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_links"
+    )
+    linked_at = models.DateTimeField(default=timezone.now)
+    linked_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = "Slack user link"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_id", "slack_user_id"], name="slackuser_one_link_per_slack_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slack_user_id} ({self.team_id}) -> {self.user}"
+
+
+class ToolSilence(models.Model):
+    """No repeat alert for ``tool`` until ``until`` (or, when it is None, until ``incident``
+    closes). ``ended_at``: lifted early (a newer silence replaced it)."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="silences")
+    incident = models.ForeignKey(
+        Incident, on_delete=models.SET_NULL, null=True, blank=True, related_name="silences"
+    )
+    until = models.DateTimeField(null=True, blank=True)
+    set_at = models.DateTimeField(default=timezone.now)
+    set_by = models.CharField(max_length=250)
+    via = models.CharField(max_length=120, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tool", "set_at"], name="toolsilence_tool_set_idx")]
+
+    def __str__(self) -> str:
+        return f"silence of {self.tool} by {self.set_by}"
+
+    def active_at(self, now: datetime) -> bool:
+        if self.ended_at is not None:
+            return False
+        if self.until is not None:
+            return self.until > now
+        incident = self.incident
+        return incident is not None and incident.closed_at is None
+
+
+class SlackIncidentMessage(models.Model):
+    """The one bot message of an incident (``channel`` + ``ts`` once posted), and what the
+    incident's card says beyond the fleet rows: who acknowledged it. Every sync renders the
+    card from the current rows, so the last sync always shows the newest state."""
+
+    incident = models.OneToOneField(
+        Incident, on_delete=models.CASCADE, related_name="slack_message"
+    )
+    channel = models.CharField(max_length=64, blank=True)
+    ts = models.CharField(max_length=32, blank=True)
+    acknowledged_by = models.CharField(max_length=250, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    posted_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"Slack message of {self.incident}"
+
+
+class SlackActionState(models.TextChoices):
+    PENDING = "pending"
+    DONE = "done"
+    REFUSED = "refused"  # the fleet said no (not forced, unknown tool, Redis down)
+
+
+class SlackAction(models.Model):
+    """One accepted press in Slack (signature, user and permission checked), done by Celery."""
+
+    link = models.ForeignKey(SlackUser, on_delete=models.SET_NULL, null=True, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=20)
+    option = models.CharField(max_length=20, blank=True)  # silence: 30m, 2h, 8h, recovery
+    reason = models.TextField(blank=True)
+    via = models.CharField(max_length=120)
+    response_url = models.CharField(max_length=500, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(
+        max_length=10, choices=SlackActionState, default=SlackActionState.PENDING
+    )
+    done_at = models.DateTimeField(null=True, blank=True)
+    result = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.incident} ({self.state})"

@@ -49,6 +49,8 @@ SECTION_TEXT_MAX = 3000
 SECTION_FIELDS_MAX = 10
 FIELD_TEXT_MAX = 2000
 CONTEXT_ELEMENTS_MAX = 10
+ACTIONS_ELEMENTS_MAX = 25
+BUTTON_TEXT_MAX = 75
 TEXT_OBJECT_MAX = 3000
 BLOCK_ID_MAX = 255
 # Slack truncates past 40,000 and advises <= 4,000; a notification preview needs far less.
@@ -83,20 +85,28 @@ class MessageLimitError(ValueError):
 
 @dataclass(frozen=True)
 class SlackMessage:
-    """What one alert sends: the Block Kit blocks and the plain-text fallback."""
+    """What one alert sends: the Block Kit blocks and the plain-text fallback.
+
+    ``color``: the blocks go inside one legacy attachment whose colour bar shows the incident's
+    state (bot mode's incident card); empty, they are the message's own blocks.
+    """
 
     text: str
     blocks: tuple[Mapping[str, Any], ...]
+    color: str = ""
 
     def as_payload(self) -> dict[str, Any]:
         # No unfurling: the incident link points inside the company, and a preview of it in
         # the channel would only leak its title; untrusted text never becomes a link anyway.
-        return {
-            "text": self.text,
-            "blocks": [dict(block) for block in self.blocks],
-            "unfurl_links": False,
-            "unfurl_media": False,
-        }
+        blocks = [dict(block) for block in self.blocks]
+        payload: dict[str, Any] = {"text": self.text, "unfurl_links": False, "unfurl_media": False}
+        if self.color:
+            payload["attachments"] = [
+                {"color": self.color, "fallback": self.text, "blocks": blocks}
+            ]
+        else:
+            payload["blocks"] = blocks
+        return payload
 
 
 # --- Inputs --------------------------------------------------------------------------------
@@ -135,6 +145,10 @@ class OpenedAlert:
     runs_affected: int
     incident_url: str = ""
     last_error: str = ""
+    # Set when the spend rule opened it (not the consecutive rule): the spend that did, and in
+    # how many runs whose calls to the tool all failed.
+    spend_usd: Decimal | None = None
+    spend_runs: int = 0
 
     def __post_init__(self) -> None:
         _require_text("tool", self.tool)
@@ -142,6 +156,9 @@ class OpenedAlert:
         _require_aware("since", self.since)
         _require_count("consecutive_failures", self.consecutive_failures)
         _require_count("runs_affected", self.runs_affected)
+        _require_count("spend_runs", self.spend_runs)
+        if self.spend_usd is not None and not self.spend_usd >= 0:
+            raise ValueError(f"spend_usd must be a non-negative amount, got {self.spend_usd!r}")
         # A str is a Sequence too; a single worker id passed bare would be split into letters.
         if isinstance(self.workers, str):
             raise ValueError("workers must be a sequence of worker ids, not a string")
@@ -408,6 +425,13 @@ def build_opened_message(alert: OpenedAlert) -> SlackMessage:
     reason = escape_mrkdwn(alert.reason, limit=REASON_BUDGET)
     forced = alert.state == "forced_open"
     title = f"Breaker {'forced open' if forced else 'open'}: {tool}"
+    if alert.spend_usd is not None:
+        evidence = f"{format_usd(alert.spend_usd)} in {_plural(alert.spend_runs, 'failing run')}"
+        rule_field = ("Spend rule", evidence)
+        summary_rule = f"spend rule: {evidence}"
+    else:
+        rule_field = ("Consecutive failures", f"{alert.consecutive_failures:,}")
+        summary_rule = _plural(alert.consecutive_failures, "consecutive failure")
     blocks: list[dict[str, Any]] = [
         _header(f"🔴 {title}"),
         _section(
@@ -417,7 +441,7 @@ def build_opened_message(alert: OpenedAlert) -> SlackMessage:
             [
                 ("Tool", f"`{tool}`"),
                 ("State", f"`{alert.state}`"),
-                ("Consecutive failures", f"{alert.consecutive_failures:,}"),
+                rule_field,
                 ("Workers behind it", _workers_text(alert.workers)),
                 ("Since", _slack_time(alert.since)),
                 ("Runs affected so far", f"{alert.runs_affected:,}"),
@@ -430,7 +454,7 @@ def build_opened_message(alert: OpenedAlert) -> SlackMessage:
     blocks.append(_context(_link(alert.incident_url, "Open the incident") + " · Breaker Panel"))
     summary = (
         f"{title} (fleet). {reason.rstrip('.')}. "
-        f"{_plural(alert.consecutive_failures, 'consecutive failure')} from "
+        f"{summary_rule} from "
         f"{_plural(len(alert.workers), 'worker')} since {_plain_time(alert.since)}; "
         f"{_plural(alert.runs_affected, 'run')} affected so far."
     )
@@ -567,6 +591,17 @@ def _block_problems(index: int, block: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}.elements: {len(elements)} items, 1..{CONTEXT_ELEMENTS_MAX}")
         for i, item in enumerate(elements):
             problems += _text_problems(f"{where}.elements[{i}]", item, limit=TEXT_OBJECT_MAX)
+    elif kind == "actions":
+        elements = block.get("elements") or []
+        if not 1 <= len(elements) <= ACTIONS_ELEMENTS_MAX:
+            problems.append(f"{where}.elements: {len(elements)} items, 1..{ACTIONS_ELEMENTS_MAX}")
+        for i, item in enumerate(elements):
+            if len(str(item.get("action_id", ""))) > BLOCK_ID_MAX:
+                problems.append(f"{where}.elements[{i}].action_id: longer than {BLOCK_ID_MAX}")
+            if "text" in item:
+                problems += _text_problems(
+                    f"{where}.elements[{i}].text", item["text"], limit=BUTTON_TEXT_MAX
+                )
     elif kind != "divider":
         problems.append(f"{where}: block type {kind!r} is not one we build")
     return problems
@@ -589,7 +624,9 @@ def limit_problems(payload: Mapping[str, Any]) -> list[str]:
         problems.append("text: the plain-text fallback is missing")
     elif slack_length(text) > FALLBACK_TEXT_MAX:
         problems.append(f"text: {slack_length(text)} characters, limit {FALLBACK_TEXT_MAX}")
-    blocks = payload.get("blocks") or []
+    blocks = list(payload.get("blocks") or [])
+    for attachment in payload.get("attachments") or []:
+        blocks += attachment.get("blocks") or []
     if len(blocks) > MAX_BLOCKS:
         problems.append(f"blocks: {len(blocks)} blocks, limit {MAX_BLOCKS}")
     total = 0

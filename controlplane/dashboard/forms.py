@@ -84,6 +84,12 @@ class PolicyForm(forms.Form):
     max_cooldown_seconds = forms.FloatField(
         required=False, min_value=0.001, max_value=86_400, label="Max. cooldown (s)"
     )
+    spend_amount_usd = forms.FloatField(
+        required=False, min_value=0, max_value=100_000, label="Spend rule amount ($, 0: off)"
+    )
+    spend_window_seconds = forms.FloatField(
+        required=False, min_value=10, max_value=3600, label="Spend rule window (s)"
+    )
 
 
 INCIDENT_STATUS_CHOICES = [("", "any"), ("open", "ongoing"), ("closed", "closed")]
@@ -97,5 +103,13 @@ class IncidentFilterForm(forms.Form):
 
 class AuditFilterForm(forms.Form):
     tool = forms.CharField(required=False, max_length=200, strip=True)
-    action = forms.ChoiceField(required=False, choices=[("", "any"), *ACTION_CHOICES])
+    action = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "any"),
+            *ACTION_CHOICES,
+            ("acknowledge", "Acknowledge"),
+            ("silence", "Silence"),
+        ],
+    )
     page = forms.IntegerField(required=False, min_value=1, max_value=10_000)

@@ -9,7 +9,7 @@ back: the tools array to send, the `tool_choice` to send with it, and which way 
 - `refuse`:   the array stays; a call of the tool is answered at once with the notice and never
               reaches the vendor (outcome `blocked`): see `refusal()` on a run or breaker.
 
-Why the defaults per shape are what they are: docs/adr/XXXX-ways-of-taking-a-tool-away.md.
+Why the defaults per shape are what they are: docs/adr/0202-ways-of-taking-a-tool-away.md.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ _TOTAL_COLUMNS: Columns = (
     ("model_calls", "int8"), ("model_spend_usd", "numeric"), ("input_tokens", "int8"),
     ("output_tokens", "int8"), ("cache_read_tokens", "int8"), ("cache_write_tokens", "int8"),
     ("cache_input_tokens", "int8"), ("unpriced_calls", "int8"), ("tool_calls", "int8"),
-    ("tool_attempts", "int8"), ("tool_failures", "int8"), ("status", "text"), ("degraded", "bool"), ("steps", "int8"),
+    ("tool_attempts", "int8"), ("tool_failures", "int8"), ("status", "text"), ("degraded", "bool"),
+    ("steps", "int8"),
     ("finished_at", "timestamptz"), ("duration_ms", "int8"),
 )  # fmt: skip
 _NEW_RUN_COLUMNS: Columns = (

@@ -69,10 +69,12 @@ from controlplane.dashboard.queries import (
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
 from controlplane.dashboard.tool_page import tool_page
+from runs.cache_rules import cache_rules_for_models
 from runs.models import Run
 
 # The htmx event that makes the board poll at once (an operator just acted).
 FLEET_CHANGED_EVENT = "fleet-changed"
+MAX_RULE_MODELS = 20  # models of one run whose provider's caching rule is shown
 REDIS_DOWN_MESSAGE = (
     "The fleet store (Redis) cannot be reached, so nothing was changed. Try again in a moment; "
     "if it lasts, use the operator API once Redis is back."
@@ -374,5 +376,11 @@ def _filtered_list(
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(with_replay(Run.objects.select_related("worker")), pk=pk)
     measure_replay_runs([run])
-    context = {"nav": "runs", "run": run, "timeline": run_timeline(run=run)}
+    models = run.model_call_rows.values_list("model", flat=True).distinct()[:MAX_RULE_MODELS]
+    context = {
+        "nav": "runs",
+        "run": run,
+        "timeline": run_timeline(run=run),
+        "cache_rules": cache_rules_for_models(models) if run.cache_input_tokens else [],
+    }
     return render_page(request, "dashboard/run_detail.html", context)

@@ -36,6 +36,7 @@ from breakers.fleet_service import (
 )
 from breakers.models import AlertState, Incident, OperatorAction, Tool
 from controlplane.dashboard.alerts_page import alerts_page
+from controlplane.dashboard.ledgers import ledger_summary
 from controlplane.dashboard.board import (
     ACTIVE_RUN_WINDOW,
     WORKER_LIVE_WINDOW,
@@ -301,7 +302,7 @@ def outages(request: HtmxHttpRequest) -> HttpResponse:
     except LookupError as exc:
         raise Http404(str(exc)) from exc
     findings = replay_findings(page.comparison) if page.comparison else None
-    context = {"nav": "outages", "page": page, "findings": findings}
+    context = {"nav": "outages", "page": page, "findings": findings, "ledgers": ledger_summary()}
     return render_page(request, "dashboard/outages.html", context)
 
 

@@ -34,8 +34,15 @@ from django.db.models import (
 )
 
 from runs.incident_runs import runs_affected
-from runs.models import BreakerState, CostSource, ModelCall, Outcome, ReportedTransition, Run
-from runs.models import ToolCall
+from runs.models import (
+    BreakerState,
+    CostSource,
+    ModelCall,
+    Outcome,
+    ReportedTransition,
+    Run,
+    ToolCall,
+)
 
 __all__ = ("MIN_MEASURED_RUNS", "FailingRunCost", "OutageLedger", "outage_ledger")
 

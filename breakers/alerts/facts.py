@@ -12,9 +12,9 @@ from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from breakers.alerts.ledger import incident_ledger
 from breakers.fleet.rules import OUT_STATES, CauseKind
 from breakers.models import Alert, AlertKind, FleetTransition, Incident
-from breakers.alerts.ledger import incident_ledger
 from breakers.transports.slack_messages import (
     ClosedAlert,
     FlappingAlert,

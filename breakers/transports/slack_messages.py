@@ -514,7 +514,7 @@ def _ledger_text(ledger: LedgerLine) -> str:
     if ledger.avoided_usd is not None:
         low, high = ledger.avoided_low_usd, ledger.avoided_high_usd
         span = (
-            f" (range {format_usd(low)} – {format_usd(high)})"
+            f" (range {format_usd(low)} to {format_usd(high)})"
             if low is not None and high is not None
             else ""
         )

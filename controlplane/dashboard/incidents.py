@@ -18,11 +18,11 @@ from typing import Any, Literal
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
+from breakers.alerts.ledger import incident_ledger
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
 from breakers.replay.outage import ReplayResult, mode_order, replay_speed
 from controlplane.dashboard.queries import WindowPage, page_window
-from breakers.alerts.ledger import incident_ledger
 from runs.cache_rules import CacheRule, cache_rules_for_models
 from runs.incident_runs import IncidentMeasures, incident_measures, runs_affected
 from runs.models import ModelCall, OutageReplay, Outcome, Run, ToolCall

@@ -36,7 +36,6 @@ from breakers.fleet_service import (
 )
 from breakers.models import AlertState, Incident, OperatorAction, Tool
 from controlplane.dashboard.alerts_page import alerts_page
-from controlplane.dashboard.ledgers import ledger_summary
 from controlplane.dashboard.board import (
     ACTIVE_RUN_WINDOW,
     WORKER_LIVE_WINDOW,
@@ -58,6 +57,7 @@ from controlplane.dashboard.forms import (
 )
 from controlplane.dashboard.http import HtmxHttpRequest, render_page
 from controlplane.dashboard.incidents import IncidentFilters, incident_page, incidents_page
+from controlplane.dashboard.ledgers import ledger_summary
 from controlplane.dashboard.queries import (
     AuditFilters,
     RunFilters,

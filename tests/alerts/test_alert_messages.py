@@ -479,7 +479,7 @@ def test_closed_message_carries_the_outage_ledger_with_its_method_escaped() -> N
     assert "*Outage ledger*" in body
     assert "Hit the failing tool before it was hidden: 6 runs, $7.20 model spend, 38m" in body
     assert "Ran while it was hidden: 334 runs ($0.12 per run)." in body
-    assert "*Spend avoided (estimate):* $360.50 (range $300.00 – $372.00)" in body
+    assert "*Spend avoided (estimate):* $360.50 (range $300.00 to $372.00)" in body
     assert "_Method:_ measured" in body
     assert "<!channel>" not in body and "&lt;!channel&gt;" in body
     assert message.text.endswith(INCIDENT) and "Spend avoided (estimate): $360.50." in message.text

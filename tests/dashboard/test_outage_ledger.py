@@ -53,7 +53,9 @@ def test_measured_method_subtracts_each_hidden_run_from_a_failing_runs_spend() -
         _failing_run(f"f-{i}", at=timedelta(seconds=i), spend="1.00")
     # The last failure seen is at T0+5 s; these runs were hidden before it could be doubted.
     make_tool_call(
-        make_run("late-failure", started_at=T0, model_spend_usd=Decimal("1.00")), step=1, ts=T0 + timedelta(minutes=9),
+        make_run("late-failure", started_at=T0, model_spend_usd=Decimal("1.00")),
+        step=1,
+        ts=T0 + timedelta(minutes=9),
         outcome="retryable",
     )  # fmt: skip
     for i in range(10):
@@ -179,7 +181,8 @@ def test_the_outages_page_sums_ledgers_per_tool_and_day_and_escapes_tool_names(
         make_transition(worker=run.worker, run=run, tool=HOSTILE_NAME, scope="fleet",
                         ts=opened + timedelta(minutes=1))  # fmt: skip
     make_tool_call(make_run("late", started_at=opened, model_spend_usd=Decimal("1.00")), step=1,
-                   ts=opened + timedelta(minutes=20), tool=HOSTILE_NAME, outcome="retryable")  # fmt: skip
+                   ts=opened + timedelta(minutes=20), tool=HOSTILE_NAME,
+                   outcome="retryable")  # fmt: skip
     make_incident(
         tool, opened_at=opened + timedelta(seconds=5), closed_at=opened + timedelta(minutes=30)
     )

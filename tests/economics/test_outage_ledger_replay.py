@@ -81,5 +81,6 @@ def test_the_spend_avoided_estimate_is_within_20_percent_of_the_replayed_truth(
         assert spend_per_hidden is not None
         assert spend_per_hidden < Decimal(str(ledger.failing_run.usd)) / 2
     print(
-        f"\nLEDGER {mode} uncertain {ledger.uncertain_runs}/{ledger.hidden_runs}: estimate {ledger.avoided_usd:.2f} truth {truth:.2f}"
+        f"\nLEDGER {mode}: estimate {ledger.avoided_usd:.2f} truth {truth:.2f}, "
+        f"{ledger.uncertain_runs} of {ledger.hidden_runs} hidden runs after the last failure"
     )

@@ -9,8 +9,8 @@ stores it as unknown and the pages mark it, never as a silent $0
 (docs/adr/XXXX-cache-aware-prices.md).
 
 A full table look-up costs about 0.1-2 ms, too much for every model call of a busy fleet, so each
-model's rates are looked up once and flat rates are applied directly; tiered prices (by context
-length) go through the table every time.
+model's rates are looked up once and applied here, a tiered rate (by context length) with the
+table's own rule; tests hold the result to the table's ``calc_price`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from genai_prices import Usage, calc_price
+from genai_prices.types import TieredPrices
 
 __all__ = ("MAX_CALL_TOKENS", "Price", "price_call", "table_provider", "usage_problem")
 
@@ -89,26 +90,16 @@ def price_call(
     entry = _price_entry(model, provider)
     if entry is None:
         return Price(None, f"not priced: the genai-prices table does not know model {model!r}")
-    provider_id, flat = entry
+    provider_id, rates = entry
     read, write = cache_read_tokens or 0, cache_write_tokens or 0
-    if flat is not None:
-        input_mtok, output_mtok, read_mtok, write_mtok = flat
-        uncached = input_tokens - read - write
-        total = (
-            uncached * input_mtok
-            + read * read_mtok
-            + write * write_mtok
-            + output_tokens * output_mtok
-        ) / _PER_MTOK
-        return Price(total, provider=provider_id)
-    usage = Usage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-    )
-    found = calc_price(usage, model_ref=model, provider_id=provider_id or None)
-    return Price(found.total_price, provider=provider_id)
+    input_mtok, output_mtok, read_mtok, write_mtok = (_at(rate, input_tokens) for rate in rates)
+    total = (
+        (input_tokens - read - write) * input_mtok
+        + read * read_mtok
+        + write * write_mtok
+        + output_tokens * output_mtok
+    ) / _PER_MTOK
+    return Price(total, provider=provider_id)
 
 
 def table_provider(model: str, provider: str = "") -> str:
@@ -117,34 +108,44 @@ def table_provider(model: str, provider: str = "") -> str:
     return "" if entry is None else entry[0]
 
 
+Rate = Decimal | TieredPrices
+
+
 @lru_cache(maxsize=1024)
-def _price_entry(
-    model: str, provider: str
-) -> tuple[str, tuple[Decimal, Decimal, Decimal, Decimal] | None] | None:
-    """(the table's provider id, flat (input, output, cache read, cache write) USD per million
-    tokens or None if tiered), or None if the table knows no such model. gen_ai.provider.name
-    values such as "gcp.gemini" are not always the table's provider ids, so the model name alone
-    is tried too."""
+def _price_entry(model: str, provider: str) -> tuple[str, tuple[Rate, Rate, Rate, Rate]] | None:
+    """(the table's provider id, its (input, output, cache read, cache write) USD per million
+    tokens for the model), or None if the table knows no such model. gen_ai.provider.name values
+    such as "gcp.gemini" are not always the table's provider ids, so the model name alone is
+    tried too. A rate the table lacks is the input rate (the table's own rule)."""
     usage = Usage(input_tokens=0, output_tokens=0)
     for provider_id in dict.fromkeys((provider or None, None)):
         try:
             found = calc_price(usage, model_ref=model, provider_id=provider_id)
         except LookupError:
             continue
-        return found.provider.id, _flat(found.model_price)
+        prices = found.model_price
+        input_mtok = _rate(prices, "input_mtok") or Decimal(0)
+        rates = (
+            input_mtok,
+            _rate(prices, "output_mtok") or Decimal(0),
+            _rate(prices, "cache_read_mtok") or input_mtok,
+            _rate(prices, "cache_write_mtok") or input_mtok,
+        )
+        return found.provider.id, rates
     return None
 
 
-def _flat(model_price: Any) -> tuple[Decimal, Decimal, Decimal, Decimal] | None:
-    input_mtok = getattr(model_price, "input_mtok", None)
-    output_mtok = getattr(model_price, "output_mtok", None)
-    read_mtok = getattr(model_price, "cache_read_mtok", None)
-    write_mtok = getattr(model_price, "cache_write_mtok", None)
-    if not (isinstance(input_mtok, Decimal) and isinstance(output_mtok, Decimal)):
-        return None
-    # A rate the table lacks is the input rate (the table's own rule); a tiered one is not flat.
-    read_mtok = input_mtok if read_mtok is None else read_mtok
-    write_mtok = input_mtok if write_mtok is None else write_mtok
-    if not (isinstance(read_mtok, Decimal) and isinstance(write_mtok, Decimal)):
-        return None
-    return input_mtok, output_mtok, read_mtok, write_mtok
+def _rate(prices: Any, key: str) -> Rate | None:
+    value = getattr(prices, key, None)
+    return value if isinstance(value, Decimal | TieredPrices) else None
+
+
+def _at(rate: Rate, input_tokens: int) -> Decimal:
+    """The rate for a call of ``input_tokens``: a tiered price applies the highest tier whose
+    start the input passes, to every token (the table's "cliff" rule, ``calc_unit_price``)."""
+    if isinstance(rate, Decimal):
+        return rate
+    for tier in reversed(rate.tiers):
+        if input_tokens > tier.start:
+            return tier.price
+    return rate.base

@@ -64,6 +64,22 @@ def test_a_call_without_a_cost_is_priced_with_the_cache_rates_of_its_model(
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gemini-2.5-pro"])
+@pytest.mark.parametrize("input_tokens", [150_000, 250_000], ids=["base tier", "long context"])
+def test_tiered_prices_follow_the_tables_own_rule(
+    post_batch: PostBatch, model: str, input_tokens: int
+) -> None:
+    usage = {
+        "input_tokens": input_tokens,
+        "output_tokens": 900,
+        "cache_read_tokens": input_tokens - 20_000,
+        "cache_write_tokens": 10_000,
+    }
+    _post_call(post_batch, model=model, cost_usd=None, **usage)
+    assert ModelCall.objects.get().cost_usd == _table_usd(model, **usage)
+
+
+@pytest.mark.django_db
 def test_a_reported_cost_is_kept_and_cache_counts_stored(post_batch: PostBatch) -> None:
     _post_call(post_batch, cost_usd=0.061, cache_read_tokens=4800, cache_write_tokens=0)
     call = ModelCall.objects.get()

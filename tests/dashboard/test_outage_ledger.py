@@ -157,7 +157,7 @@ def test_the_incident_page_shows_the_ledger_with_its_method(viewer_client: Clien
     html = viewer_client.get(f"/incidents/{incident.pk}/").content.decode()
 
     assert "Outage ledger" in html
-    assert "Hit the failing tool before it was hidden" in html
+    assert "Runs that hit the failure" in html
     assert "$0.2500" in html  # spend per run while hidden
     assert "$3.00" in html  # 4 runs x ($1.00 - $0.25)
     assert "Method:" in html and "measured: the mean of the 6 runs" in html

@@ -173,7 +173,7 @@ def outage_ledger(
     )
 
 
-def _classified(runs: QuerySet[Run], tool: str, start: datetime, end: datetime) -> QuerySet[Run]:
+def _classified(runs: QuerySet[Run], tool: str, start: datetime, end: datetime) -> QuerySet[Any]:
     failed = ToolCall.objects.filter(
         run=OuterRef("pk"), tool=tool, outcome=Outcome.RETRYABLE, ts__gte=start, ts__lt=end
     )
@@ -233,7 +233,9 @@ def _healthy_mean(*, tool: str, start: datetime | None, end: datetime) -> float 
     if start is None or start >= end:
         return None
     runs = _classified(runs_affected(tool=tool, start=start, end=end), tool, start, end)
-    healthy = runs.filter(hit=False, lost=False, duration_ms__isnull=False, finished_at__lt=end)
+    healthy = runs.filter(
+        Q(hit=False, lost=False, duration_ms__isnull=False, finished_at__lt=end)
+    )
     mean = healthy.aggregate(mean=Avg("model_spend_usd"))["mean"]
     return None if mean is None else float(mean)
 
@@ -280,7 +282,7 @@ def _extrapolated(
         return FailingRunCost(
             0.0, 0.0, 0.0, "none", "no estimate: no priced model calls by step, or no step budget"
         )
-    points = [(float(r["step"]), float(r["mean"]), float(r["n"])) for r in per_step]
+    points = [(float(r["step"] or 0), float(r["mean"]), float(r["n"])) for r in per_step]
     intercept, slope = _weighted_line(points)
     last_seen = int(max(step for step, _, _ in points))
 

@@ -8,8 +8,9 @@ Run from the repository root:
 Cases, interleaved in each round (timeit, a quarter of ``Timer.autorange()``'s loop count):
 validating one ``model.call`` event with pydantic (the baseline), ``price_call`` for a flat-priced
 model with cache counts (the cached rates, the common case), for a tiered model (its rate by
-context length, the table's rule) and for usage that cannot be priced. Reported: median µs per call and
-the median of per-round ratios to the baseline, which a loaded machine disturbs far less.
+context length, the table's rule) and for usage that cannot be priced. Reported: median µs per
+call and the median of per-round ratios to the baseline, which a loaded machine disturbs far
+less.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
-from runs.pricing import price_call  # noqa: E402
-from runs.schemas import ModelCallEvent  # noqa: E402
+from runs.pricing import price_call
+from runs.schemas import ModelCallEvent
 
 EVENT = {
     "id": "ev-1", "type": "model.call", "ts": "2026-12-04T16:00:00Z", "run_id": "r-1", "step": 4,

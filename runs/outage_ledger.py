@@ -233,9 +233,7 @@ def _healthy_mean(*, tool: str, start: datetime | None, end: datetime) -> float 
     if start is None or start >= end:
         return None
     runs = _classified(runs_affected(tool=tool, start=start, end=end), tool, start, end)
-    healthy = runs.filter(
-        Q(hit=False, lost=False, duration_ms__isnull=False, finished_at__lt=end)
-    )
+    healthy = runs.filter(Q(hit=False, lost=False, duration_ms__isnull=False, finished_at__lt=end))
     mean = healthy.aggregate(mean=Avg("model_spend_usd"))["mean"]
     return None if mean is None else float(mean)
 

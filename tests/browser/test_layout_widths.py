@@ -69,7 +69,8 @@ def replay_like(transactional_db: None) -> dict[str, int]:
         unpriced_calls=12,
     )  # fmt: skip
     make_model_call(
-        runs[0], step=6, ts=T0 + timedelta(seconds=6), model="claude-opus-4-5",
+        # Before the removals: a call after them would add a notice row (a tall one on a phone).
+        runs[0], step=0, ts=T0 - timedelta(seconds=1), model="claude-opus-4-5",
         input_tokens=123_456, cache_read_tokens=100_000, cache_write_tokens=20_000,
         cost_source="unknown", cost_usd=Decimal(0),
         problem="not priced: cache_read_tokens + cache_write_tokens (1,100,000) exceed "

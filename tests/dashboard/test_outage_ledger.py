@@ -193,3 +193,25 @@ def test_the_outages_page_sums_ledgers_per_tool_and_day_and_escapes_tool_names(
     assert "outage-ledgers-chart" in html
     assert HOSTILE_NAME not in html and "&lt;img src=x" in html
     assert "$1.00" in html  # 2 runs x ($1.00 - $0.50) avoided
+
+
+def test_traced_runs_and_gateway_refusals_make_a_ledger_too() -> None:
+    """OTLP runs report no step budget and never a removal (they kept the tool): they are the
+    failing runs measured. Runs refused by the MCP gateway (blocked calls) lost the tool."""
+    tool = make_tool("web_search")
+    for i in range(5):
+        _failing_run(f"otlp-{i}", at=timedelta(seconds=i), spend="0.80")
+    Run.objects.filter(run_id__startswith="otlp-").update(source="otlp", step_budget=None)
+    for i in range(3):
+        run = make_run(f"mcp-{i}", started_at=T0 + timedelta(seconds=20),
+                       model_spend_usd=Decimal("0.30"))  # fmt: skip
+        make_tool_call(run, step=1, ts=T0 + timedelta(seconds=21), outcome="blocked", attempts=0)
+    make_tool_call(make_run("late", model_spend_usd=Decimal("0.80")), step=1,
+                   ts=T0 + timedelta(minutes=2), outcome="retryable")  # fmt: skip
+    incident = _incident(tool, opened=timedelta(0), closed=timedelta(minutes=3))
+
+    ledger = incident_ledger(incident=incident)
+
+    assert ledger.failing_run.method == "measured"
+    assert ledger.hidden_runs == 3
+    assert ledger.avoided_usd == pytest.approx(3 * 0.50)

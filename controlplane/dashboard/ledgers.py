@@ -24,7 +24,7 @@ from controlplane.dashboard.charts import _base_layout
 __all__ = ("LEDGER_DAYS", "MAX_INCIDENTS", "LedgerRow", "LedgerSummary", "ledger_summary")
 
 LEDGER_DAYS = 30
-MAX_INCIDENTS = 60
+MAX_INCIDENTS = 30  # about a dozen aggregate queries each
 OUT_COLOUR = "#D55E00"  # time out of the fleet: the outage's colour in the other figures
 DISCOVERY_COLOUR = "#E69F00"
 AVOIDED_COLOUR = "#009E73"

@@ -161,5 +161,5 @@ def test_a_run_with_unpriced_calls_shows_its_spend_as_a_lower_bound(
     make_run("r-priced", model_spend_usd=Decimal("0.50"))
     make_run("r-unpriced", model_spend_usd=Decimal("0.25"), unpriced_calls=2)
     html = viewer_client.get("/runs/").content.decode()
-    assert "≥ $0.2500" in html and "2 not priced" in html
+    assert "≥ $0.2500" in html and "2 not priced</span>" in html
     assert html.count("data-unpriced") == 1

@@ -342,12 +342,15 @@ def _estimate(
     unsure_n, unsure_spend = uncertain["n"], float(uncertain["spend"])
     sure_n, sure_spend = hidden_n - unsure_n, hidden_spend - unsure_spend
     relieved_n, relieved_spend = rows["r_n"], float(rows["r_spend"] or 0)
-    # A run hidden after the last failure seen: at a failing run's spend with the odds that the
-    # vendor was still down, else at a healthy run's (or its own, no saving, when no healthy run
-    # is known).
+    # A run hidden after the last failure seen counts at a failing run's spend with the odds
+    # that the vendor was still down, else at a healthy run's; with no healthy run known, at its
+    # own (no saving) for the share that was up.
     down = uncertain["down"]
-    healthy_usd = healthy if healthy is not None else None
-    unsure_low = unsure_n * healthy_usd - unsure_spend if healthy_usd is not None else 0.0
+    mean_unsure = unsure_spend / unsure_n if unsure_n else 0.0
+    up_usd = healthy if healthy is not None else mean_unsure
+    unsure_point = down * failing.usd + (unsure_n - down) * up_usd - unsure_spend
+    unsure_low = unsure_n * up_usd - unsure_spend
+    unsure_high = unsure_n * failing.high - unsure_spend
 
     def avoided(per_failing_run: float, unsure: float) -> float:
         return (
@@ -356,14 +359,8 @@ def _estimate(
             + unsure
         )  # fmt: skip
 
-    up_share = unsure_n - down
-    unsure_point = (
-        down * failing.usd + up_share * healthy_usd - unsure_spend
-        if healthy_usd is not None
-        else down * failing.usd - down * (unsure_spend / unsure_n if unsure_n else 0.0)
-    )
     return (
         avoided(failing.usd, unsure_point),
         avoided(failing.low, unsure_low),
-        avoided(failing.high, unsure_n * failing.high - unsure_spend),
+        avoided(failing.high, unsure_high),
     )

@@ -54,6 +54,10 @@ class LedgerRow:
     def spend_per_hidden_run_usd(self) -> Decimal | None:
         return self.hidden_spend_usd / self.hidden_runs if self.hidden_runs else None
 
+    @property
+    def out_ms(self) -> int:
+        return round(self.out_s * 1000)
+
 
 @dataclass
 class LedgerSummary:

@@ -215,3 +215,24 @@ def test_traced_runs_and_gateway_refusals_make_a_ledger_too() -> None:
     assert ledger.failing_run.method == "measured"
     assert ledger.hidden_runs == 3
     assert ledger.avoided_usd == pytest.approx(3 * 0.50)
+
+
+def test_the_slack_cards_recovered_figures_carry_the_ledger() -> None:
+    from breakers.slack.cards import incident_card
+    from breakers.transports.slack_cards import build_incident_card
+
+    tool = make_tool("web_search")
+    for i in range(5):
+        _failing_run(f"f-{i}", at=timedelta(seconds=i), spend="1.00")
+    for i in range(4):
+        _hidden_run(f"h-{i}", at=timedelta(seconds=6 + i), spend="0.25")
+    make_tool_call(make_run("late", model_spend_usd=Decimal("1.00")), step=1,
+                   ts=T0 + timedelta(minutes=2), outcome="retryable")  # fmt: skip
+    incident = _incident(tool, opened=timedelta(0), closed=timedelta(minutes=3))
+
+    figures = dict(incident_card(incident).figures)
+
+    assert figures["Runs while it was hidden"] == "4, $0.25 per run"
+    assert figures["Spend avoided (estimate)"].startswith("$3.00 (range $3.00 to $3.00; measured")
+    message = build_incident_card(incident_card(incident))  # within Slack's limits (checked)
+    assert "Spend avoided (estimate): $3.00" in message.text

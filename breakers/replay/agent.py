@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from breaker_panel import ControlPlane, ToolFailure
+from breaker_panel import ControlPlane
 from breakers.replay.clock import SimClock
 from breakers.replay.scenario import Scenario
 from breakers.replay.script import READ, SEARCH, Action, ResearchScript
@@ -192,10 +192,10 @@ def _search(
     record.search_calls += 1
     if scenario.vendor_is_down(started):
         record.search_calls_failing += 1
-        clock.sleep(scenario.failing_call_s)
-        record.http_attempts += scenario.failing_attempts
-        failure = ToolFailure("503 from vendor", retryable=True, attempts=scenario.failing_attempts)
-        run.record_failure(SEARCH, failure, duration_ms=round(scenario.failing_call_s * 1000))
+        failure, seconds = scenario.vendor_failure()
+        clock.sleep(seconds)
+        record.http_attempts += failure.attempts
+        run.record_failure(SEARCH, failure, duration_ms=round(seconds * 1000))
         script.search_failed()
         return
     clock.sleep(scenario.healthy_search_s)

@@ -302,13 +302,14 @@ class _FleetWho:
     def model_call(
         self, event: ModelCallEvent, *, dedupe_id: str, run_key: str
     ) -> AcceptedModelCall:
-        """``event`` as the fleet's spend rule takes it."""
+        """``event`` as the fleet's spend rule takes it, at the cost it was stored with (the
+        reported one, or the table's; an unknown price counts 0, as in the run's spend)."""
         return AcceptedModelCall(
             event_id=event.id,
             ts=event.ts,
             voter=self.voter,
             run_key=run_key,
-            cost_usd=event.cost_usd,
+            cost_usd=float(_priced_call(event).cost),
             dedupe_id=dedupe_id,
         )
 

@@ -21,7 +21,6 @@ from runs.batch_checks import validate_events
 from runs.models import AgentToken, Run, RunSource, RunStatus
 from runs.otlp.decode import DecodedExport
 from runs.otlp.mapping import MappedExport, MappingConfig, RunFacts, map_spans
-from runs.otlp.pricing import price_tokens
 from runs.services import TokenMismatch, ingest_batch
 
 __all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
@@ -51,7 +50,6 @@ def mapping_config() -> MappingConfig:
         semantic_error_types=frozenset(settings.OTLP_SEMANTIC_ERROR_TYPES),
         semantic_http_statuses=frozenset(settings.OTLP_SEMANTIC_HTTP_STATUSES),
         mcp_tool_spans=settings.OTLP_MCP_TOOL_SPANS,
-        pricer=price_tokens,
     )
 
 

@@ -5,7 +5,7 @@ hiding it avoided, with its range and the method written beside it.
 The estimate compares each run with what a run that meets the failing tool and keeps it would
 have spent ("a failing run"): measured from such runs when the incident has enough of them,
 otherwise extrapolated from the cost of each model call by its step to the runs' step budget
-(docs/adr/XXXX-outage-ledger-estimator.md). Runs hidden after the last failure anyone saw may
+(docs/adr/0204-outage-ledger-estimator.md). Runs hidden after the last failure anyone saw may
 have met a vendor that was already back: they count at a healthy run's spend in the point
 estimate and the low end, at a failing run's in the high end. A handful of aggregate queries,
 however many runs the incident touched.

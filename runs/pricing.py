@@ -6,7 +6,7 @@ each part is priced at the table's own rate for the model (``input_mtok``, ``cac
 is written here. Usage that cannot be priced (counts absent, negative, absurd, a cache count above
 the input, a model the table does not know) gives ``Price(usd=None, problem=...)``: the caller
 stores it as unknown and the pages mark it, never as a silent $0
-(docs/adr/XXXX-cache-aware-prices.md).
+(docs/adr/0203-cache-aware-prices.md).
 
 A full table look-up costs about 0.1-2 ms, too much for every model call of a busy fleet, so each
 model's rates are looked up once and applied here, a tiered rate (by context length) with the

@@ -97,6 +97,9 @@ _SERVER_INTERVALS = {
     "ALERT_FLAP_WINDOW_SECONDS": (600.0, 0.5),
     # The sweep ends a flapping spell and re-sends lost alerts; a beat schedule, like the tick.
     "ALERT_SWEEP_SECONDS": (10.0, 0.1),
+    # The spend rule's window (when an amount is set): the story's spend arrives 60 times
+    # faster, so an unscaled window would hold an hour of story; 10 s is the least it may be.
+    "BREAKER_SPEND_WINDOW_SECONDS": (600.0, 10.0),
     # The alerts' pacing and retries (against the local Slack stand-in in ``make demo``).
     "SLACK_MIN_INTERVAL_SECONDS": (1.0, 0.01),
     "SLACK_RETRY_BASE_SECONDS": (1.0, 0.05),

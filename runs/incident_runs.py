@@ -42,7 +42,7 @@ class IncidentMeasures:
     tool_calls: int
     vendor_calls: int  # calls that reached the vendor (not refused by a breaker)
     vendor_attempts: int
-    failures: int  # retryable
+    failures: int  # counted: retryable or degraded
     blocked: int
 
 
@@ -59,7 +59,7 @@ def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentM
         n=Count("id"),
         vendor=Count("id", filter=reached),
         attempts=Sum("attempts", filter=reached),
-        failures=Count("id", filter=Q(outcome=Outcome.RETRYABLE)),
+        failures=Count("id", filter=Q(outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED))),
         blocked=Count("id", filter=Q(outcome=Outcome.BLOCKED)),
     )
     return IncidentMeasures(

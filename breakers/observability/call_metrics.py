@@ -49,7 +49,12 @@ INGEST_BATCH_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 
-_KIND = {"success": "successful", "retryable": "failed", "semantic": "ignored"}
+_KIND = {
+    "success": "successful",
+    "retryable": "failed",
+    "degraded": "degraded",
+    "semantic": "ignored",
+}
 
 # Labelled children, looked up once each: ``labels()`` checks and joins its arguments on every
 # call, which ingest would pay several times a batch. (A child keeps working across a fork: its

@@ -314,7 +314,8 @@ def _first_failure(tool_name: str, events: list[str]) -> ToolCall | None:
 
 
 def failures_by_worker(*, tool_name: str, start: datetime, end: datetime) -> list[WorkerFailures]:
-    """Counted failures (retryable or degraded) of the tool per worker from the streak's start to the incident's end.
+    """Counted failures (retryable or degraded) of the tool per worker, from the streak's start
+    to the incident's end.
 
     One grouped query on the (tool, ts) index; the workers with most failures first, capped.
     """

@@ -49,7 +49,8 @@ MAX_RESULT_CHARS = 1_000_000
 MAX_DEPTH = 64
 MAX_NODES = 50_000
 # Wording of a failure inside a successful answer. Matched only where an error would be said:
-# a short text answer, or an error/message/status field (never inside a long page of results).
+# at the start of a short text answer or of a message field (after an "Error:" or "503" lead),
+# never inside a long page of results or mid-sentence ("Top result for service unavailable...").
 DEFAULT_ERROR_PATTERNS: tuple[str, ...] = (
     r"\brate[ -]?limit(ed|s)?\b",
     r"\btoo many requests\b",
@@ -65,6 +66,12 @@ DEFAULT_ERROR_FIELDS: tuple[str, ...] = ("error", "errors", "error_message", "er
 _FAILED_STATUSES = frozenset({"error", "failed", "failure", "fail", "unavailable", "fault"})
 _MESSAGE_FIELDS = ("message", "detail", "status", "statusText", "msg")
 _SHORT_TEXT = 300  # a text answer this short may be an error message as a whole
+# What may come before the error's own words: "Error: ", "HTTP 503 ", "Sorry, ", "You have "...
+_ERROR_LEAD = re.compile(
+    r"\W*(?:(?:error|warning|fatal|failed|http(?:/\d(?:\.\d)?)?\s*\d{3}|\d{3})\b[\s:.\-–—]*)?"
+    r"(?:(?:sorry|oops)\W*)?(?:(?:you(?:'ve| have)?|the|this|your|request)\s+)?",
+    re.I,
+)
 _STALE_MIN_CHARS = 32  # "4" or "true" may rightly answer different questions
 
 CustomCheck = Callable[[Any, Mapping[str, Any] | None], str | None]
@@ -471,16 +478,22 @@ def _error_body(shape: _Shape, checks: ResultChecks) -> str:
         if pattern is not None and len(data) <= 3:
             for name in _MESSAGE_FIELDS:
                 value = data.get(name)
-                if isinstance(value, str) and pattern.search(value):
+                if isinstance(value, str) and _says_error(pattern, value):
                     return _error_reason(value)
     elif (
         isinstance(data, str)
         and pattern is not None
         and len(shape.text) <= _SHORT_TEXT
-        and pattern.search(shape.text)
+        and _says_error(pattern, shape.text)
     ):
         return _error_reason(shape.text)
     return ""
+
+
+def _says_error(pattern: re.Pattern[str], text: str) -> bool:
+    """Does `text` open with error wording (after an optional "Error:"-like lead)?"""
+    lead = _ERROR_LEAD.match(text)
+    return pattern.match(text, lead.end() if lead else 0) is not None
 
 
 def _error_reason(value: Any) -> str:

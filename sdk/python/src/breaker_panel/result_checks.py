@@ -68,7 +68,7 @@ _MESSAGE_FIELDS = ("message", "detail", "status", "statusText", "msg")
 _SHORT_TEXT = 300  # a text answer this short may be an error message as a whole
 # What may come before the error's own words: "Error: ", "HTTP 503 ", "Sorry, ", "You have "...
 _ERROR_LEAD = re.compile(
-    r"\W*(?:(?:error|warning|fatal|failed|http(?:/\d(?:\.\d)?)?\s*\d{3}|\d{3})\b[\s:.\-–—]*)?"
+    r"\W*(?:(?:error|warning|fatal|failed|http(?:/\d(?:\.\d)?)?\s*\d{3}|\d{3})\b[\s:.\-\u2013\u2014]*)?"
     r"(?:(?:sorry|oops)\W*)?(?:(?:you(?:'ve| have)?|the|this|your|request)\s+)?",
     re.I,
 )

@@ -36,6 +36,9 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "CheckStatus",
     "CustomCheck",
+    "pointer_parts",
+    "readable",
+    "resolve_pointer",
     "ResultChecker",
     "ResultChecks",
     "Verdict",
@@ -242,9 +245,12 @@ class ResultChecker:
             reason = _error_body(shape, checks)
             if reason:
                 return self._degraded(tool, checks, "error_body", reason)
-        if checks.output_schema is not None and shape.structured is not None:
+        if checks.output_schema is not None and (shape.structured is not None or shape.mcp):
             if compiled.validator is None:
                 return self._unchecked(tool, "schema", compiled.schema_error)
+            if shape.structured is None:  # what the mcp client rejects too
+                reason = "returns no structured content although it declares an output schema"
+                return self._degraded(tool, checks, "schema", reason)
             verdict = self._schema(tool, checks, shape.structured)
             if verdict is not None:
                 return verdict
@@ -323,10 +329,13 @@ class _Shape:
     """A result as the checks read it: its data (parsed JSON where the answer is JSON text),
     its text, and an MCP result's structured content."""
 
-    __slots__ = ("data", "mcp_empty", "structured", "text")
+    __slots__ = ("data", "mcp", "mcp_empty", "structured", "text")
 
-    def __init__(self, data: Any, text: str, structured: Any, mcp_empty: bool) -> None:
+    def __init__(
+        self, data: Any, text: str, structured: Any, mcp_empty: bool, mcp: bool = False
+    ) -> None:
         self.data, self.text, self.structured, self.mcp_empty = data, text, structured, mcp_empty
+        self.mcp = mcp  # an MCP CallToolResult (content, structuredContent, isError)
 
     @classmethod
     def of(cls, result: Any) -> _Shape:
@@ -382,7 +391,17 @@ class _Shape:
         else:
             data = text if not others else content
         empty = not others and not text and structured is None
-        return cls(data, text or _text_of(data), structured, empty)
+        return cls(data, text or _text_of(data), structured, empty, mcp=True)
+
+
+def readable(result: Any) -> tuple[Any, str]:
+    """(data, text) of a result as the checks read it: parsed JSON where the answer is JSON
+    text, an MCP result's structured content. Raises ValueError when it cannot be read."""
+    try:
+        shape = _Shape.of(result)
+    except (_Unreadable, RecursionError, UnicodeError) as exc:
+        raise ValueError(_why(exc)) from exc
+    return shape.data, shape.text
 
 
 def _is_mcp(result: Any) -> bool:
@@ -521,6 +540,16 @@ def _pointer_parts(pointer: str) -> list[str]:
     if not pointer:
         return []
     return [part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/")]
+
+
+def resolve_pointer(data: Any, pointer: str) -> tuple[bool, Any]:
+    """(True, value) where the JSON pointer `pointer` leads in `data`, else (False, None)."""
+    return _resolve(data, pointer)
+
+
+def pointer_parts(pointer: str) -> list[str]:
+    """The reference tokens of a JSON pointer; ValueError when it is malformed."""
+    return _pointer_parts(pointer)
 
 
 def _resolve(data: Any, pointer: str) -> tuple[bool, Any]:

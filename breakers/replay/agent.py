@@ -190,6 +190,9 @@ def _search(
 ) -> None:
     started = clock.now()
     record.search_calls += 1
+    if scenario.vendor_is_down(started) and scenario.failure == "empty":
+        _empty_answer(scenario, run, clock, script, record)
+        return
     if scenario.vendor_is_down(started):
         record.search_calls_failing += 1
         clock.sleep(scenario.failing_call_s)
@@ -206,11 +209,34 @@ def _search(
         recovery.saw_working(started)
 
 
+EMPTY_ANSWER: dict[str, Any] = {"results": [], "total": 0}
+
+
+def _empty_answer(
+    scenario: Scenario, run: Any, clock: SimClock, script: ResearchScript, record: RunRecord
+) -> None:
+    """The vendor answers 200 OK, fast, with no results: nothing raises. With result checks on
+    the call is degraded; counting only exceptions it is a success. The model re-plans either
+    way: it has no answer."""
+    record.search_calls_failing += 1
+    clock.sleep(scenario.healthy_search_s)
+    record.http_attempts += 1
+    duration_ms = round(scenario.healthy_search_s * 1000)
+    if scenario.exception_only:
+        run.record_success(SEARCH, duration_ms=duration_ms)
+    else:
+        query = {"q": f"research question, attempt {record.search_calls}"}
+        run.record_result(SEARCH, EMPTY_ANSWER, arguments=query, duration_ms=duration_ms)
+    script.search_failed()
+
+
 def what_it_met(record: RunRecord, *, removed: bool) -> str:
     if removed:
         return "tool removed"
     if record.refused:
         return "refused fast"
     if record.http_attempts > record.search_calls:  # some call failed after its retries
+        return "failed through"
+    if record.search_calls_failing:  # answered, with nothing in it
         return "failed through"
     return "healthy tool"

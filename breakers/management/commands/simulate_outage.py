@@ -24,6 +24,7 @@ from breakers.replay.outage import (
     server_settings,
     server_settings_warnings,
 )
+from breakers.replay.scenario import FAILURES
 
 
 class Command(BaseCommand):
@@ -61,6 +62,17 @@ class Command(BaseCommand):
             help="who plays the runs: the hand-written agent, or the same scripted model through "
             "Pydantic AI and the SDK's integration (FunctionModel, offline)",
         )
+        parser.add_argument(
+            "--vendor-failure",
+            choices=FAILURES,
+            default="503",
+            help="how the vendor fails: 503 after retries (the story), or 200 OK with no results",
+        )
+        parser.add_argument(
+            "--exception-only",
+            action="store_true",
+            help="count only exceptions (result checks off), as breakers without them do",
+        )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
         parser.add_argument(
             "--print-server-env",
@@ -73,6 +85,8 @@ class Command(BaseCommand):
             raise CommandError("--speed, --runs and --workers must be positive")
         if options["wrap_up_steps"] < 1:
             raise CommandError("--wrap-up-steps must be at least 1")
+        if options["vendor_failure"] != "503" and options["agent"] != "hand-written":
+            raise CommandError("--vendor-failure empty is played by the hand-written agent only")
         if options["print_server_env"]:
             env = {**server_settings(speed=options["speed"]), **REPLAY_SERVER_SETTINGS}
             for name, value in env.items():
@@ -86,6 +100,8 @@ class Command(BaseCommand):
             baseline_runs=options["baseline_runs"],
             tail_runs=options["tail_runs"],
             seed=options["seed"],
+            failure=options["vendor_failure"],
+            exception_only=options["exception_only"],
         )
         modes = list(MODES) if options["mode"] == "all" else [options["mode"]]
         real_seconds = scenario.total_s / options["speed"] * len(modes)

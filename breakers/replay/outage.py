@@ -31,11 +31,12 @@ from breakers.replay.records import (
     replay_speed,
 )
 from breakers.replay.result import ReplayResult
-from breakers.replay.scenario import MODES, Scenario
+from breakers.replay.scenario import FAILURES, MODES, Scenario
 from breakers.replay.script import SEARCH
 
 __all__ = (
     "AGENTS",
+    "FAILURES",
     "MODES",
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from breakers.replay.outage import (
     AGENTS,
+    FAILURES,
     MODES,
     REPLAY_SERVER_SETTINGS,
     ReplayError,
@@ -24,7 +25,6 @@ from breakers.replay.outage import (
     server_settings,
     server_settings_warnings,
 )
-from breakers.replay.scenario import FAILURES
 
 
 class Command(BaseCommand):

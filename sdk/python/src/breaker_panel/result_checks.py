@@ -36,12 +36,12 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "CheckStatus",
     "CustomCheck",
-    "pointer_parts",
-    "readable",
-    "resolve_pointer",
     "ResultChecker",
     "ResultChecks",
     "Verdict",
+    "pointer_parts",
+    "readable",
+    "resolve_pointer",
 ]
 
 logger = logging.getLogger("breaker_panel.result_checks")

@@ -125,9 +125,7 @@ def _tool(spec: Any, where: str) -> ToolChecks:
     stale = spec.get("stale_after", 3)
     if isinstance(stale, bool) or not isinstance(stale, int) or stale < 0 or stale == 1:
         raise ChecksError(f"{where}.stale_after must be 0 (off) or a whole number of at least 2")
-    settings: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
-    }
+    settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()}
     settings.pop("rules", None)
     schema = bool(settings.pop("schema", True))
     try:

@@ -367,17 +367,7 @@ class Gateway:
             else:
                 size = _content_size(raw)
                 if size <= self.config.max_result_bytes:
-                    failure = self.classifier.result(raw)
-                    if failure is not None:
-                        return result, failure
-                    failure = self.checks.checker.check(name, raw, arguments).failure()
-                    if failure is None or failure.check != "schema":
-                        return result, failure  # degraded or not, the answer goes on as it is
-                    # Content that breaks the declared schema: the client's own mcp library
-                    # would refuse it, so say plainly what happened instead.
-                    return _error_result(f"{tool} failed: {upstream.name} {failure.message}"), (
-                        failure
-                    )
+                    return self._judged(name, tool, upstream, raw, result, arguments)
                 # The tool worked; the call asked for more than anyone can read.
                 failure = ToolFailure(
                     f"the result is {size / 1048576:.1f} MB, over the gateway's limit of "
@@ -387,6 +377,26 @@ class Gateway:
                 )
                 logger.warning("%s of %s: %s", tool, upstream.name, failure.message)
         return _error_result(f"{tool} failed: {failure.message}"), failure
+
+    def _judged(
+        self,
+        name: str,
+        tool: str,
+        upstream: Upstream,
+        raw: Any,
+        result: Any,
+        arguments: dict[str, Any] | None,
+    ) -> tuple[Any, ToolFailure | None]:
+        """A result that arrived: an isError answer by the classifier, else the result checks."""
+        failure = self.classifier.result(raw)
+        if failure is not None:
+            return result, failure
+        degraded = self.checks.checker.check(name, raw, arguments).failure()
+        if degraded is None or degraded.check != "schema":
+            return result, degraded  # degraded or not, the answer goes on as it is
+        # Content that breaks the declared schema: the client's own mcp library would refuse
+        # it, so say plainly what happened instead.
+        return _error_result(f"{tool} failed: {upstream.name} {degraded.message}"), degraded
 
     def _remember(self, ctx: Any) -> None:
         if self._front is not None:

@@ -329,13 +329,20 @@ class _Shape:
     """A result as the checks read it: its data (parsed JSON where the answer is JSON text),
     its text, and an MCP result's structured content."""
 
-    __slots__ = ("data", "mcp", "mcp_empty", "structured", "text")
+    __slots__ = ("_joined", "data", "mcp", "mcp_empty", "structured")
 
     def __init__(
-        self, data: Any, text: str, structured: Any, mcp_empty: bool, mcp: bool = False
+        self, data: Any, text: str | None, structured: Any, mcp_empty: bool, mcp: bool = False
     ) -> None:
-        self.data, self.text, self.structured, self.mcp_empty = data, text, structured, mcp_empty
+        self.data, self._joined, self.structured, self.mcp_empty = data, text, structured, mcp_empty
         self.mcp = mcp  # an MCP CallToolResult (content, structuredContent, isError)
+
+    @property
+    def text(self) -> str:
+        """The answer as text; for data, its JSON, made only when a check needs it (costly)."""
+        if self._joined is None:
+            self._joined = _text_of(self.data)
+        return self._joined
 
     @classmethod
     def of(cls, result: Any) -> _Shape:
@@ -351,7 +358,7 @@ class _Shape:
         _bounded(result)
         if _is_mcp(result):
             return cls._mcp(result)
-        return cls(result, _text_of(result), None, False)
+        return cls(result, None, None, False)
 
     @classmethod
     def _text(cls, text: str) -> _Shape:
@@ -391,7 +398,7 @@ class _Shape:
         else:
             data = text if not others else content
         empty = not others and not text and structured is None
-        return cls(data, text or _text_of(data), structured, empty, mcp=True)
+        return cls(data, text or None, structured, empty, mcp=True)
 
 
 def readable(result: Any) -> tuple[Any, str]:
@@ -412,22 +419,42 @@ def _is_mcp(result: Any) -> bool:
     )
 
 
+_SCALARS = (int, float, bool, type(None))
+
+
 def _bounded(data: Any) -> None:
-    """Raise _Unreadable past MAX_DEPTH levels or MAX_NODES values; iterative, so no recursion."""
+    """Raise _Unreadable past MAX_DEPTH levels or MAX_NODES values; iterative, so no recursion.
+    Only containers go on the stack: a leaf costs one type test (this runs on every result)."""
+    if not _is_container(data):
+        _leaf(data)
+        return
     stack: list[tuple[Any, int]] = [(data, 0)]
-    nodes = 0
+    nodes = 1
     while stack:
         value, depth = stack.pop()
-        nodes += 1
+        if depth >= MAX_DEPTH:
+            raise _Unreadable(f"a result nested more than {MAX_DEPTH} levels deep")
+        children = value.values() if isinstance(value, Mapping) else value
+        nodes += len(children)
         if nodes > MAX_NODES:
             raise _Unreadable(f"a result of more than {MAX_NODES:,} values")
-        if isinstance(value, (Mapping, list, tuple)):
-            if depth >= MAX_DEPTH:
-                raise _Unreadable(f"a result nested more than {MAX_DEPTH} levels deep")
-            children = value.values() if isinstance(value, Mapping) else value
-            stack.extend((child, depth + 1) for child in children)
-        elif isinstance(value, str) and len(value) > MAX_RESULT_CHARS:
-            raise _Unreadable("a string value over the checks' bound")
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                if len(child) > MAX_RESULT_CHARS:
+                    raise _Unreadable("a string value over the checks' bound")
+            elif kind not in _SCALARS and _is_container(child):
+                stack.append((child, depth + 1))
+
+
+def _is_container(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or kind is list or kind is tuple or isinstance(value, Mapping)
+
+
+def _leaf(value: Any) -> None:
+    if isinstance(value, str) and len(value) > MAX_RESULT_CHARS:
+        raise _Unreadable("a string value over the checks' bound")
 
 
 def _text_of(data: Any) -> str:
@@ -477,7 +504,12 @@ def _empty(shape: _Shape, checks: ResultChecks) -> str:
         if found and _is_empty(value):
             return EMPTY_REASON
     pattern = checks._compiled.no_results
-    if pattern is not None and len(shape.text) <= _SHORT_TEXT and pattern.fullmatch(shape.text):
+    if (
+        pattern is not None
+        and isinstance(data, str)
+        and len(shape.text) <= _SHORT_TEXT
+        and pattern.fullmatch(shape.text)
+    ):
         return EMPTY_REASON
     return ""
 

@@ -7,7 +7,10 @@ scratch database and runs ``--senders`` closed-loop agents posting batches of 10
 phases that alternate: alone, then beside ``--tricklers`` authenticated POSTs (half
 ``/api/v1/events``, half ``/v1/traces``) that promise 100 kB and send one byte per client every
 200 ms. Per phase: batches, p50/p99 latency, errors, and the most PostgreSQL backends on the
-scratch database (sampled every 100 ms). Read the ratios: the machine is shared.
+scratch database (sampled every 100 ms). A real Celery worker and beat run on the same scratch
+database throughout (the fleet tick every ``BREAKER_TICK_SECONDS``, 1 s): per phase, the tasks
+that succeeded and those that failed, read from the worker's log. Read the ratios: the machine is
+shared.
 """
 
 from __future__ import annotations
@@ -62,6 +65,34 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.2)
     server.terminate()
     raise SystemExit("gunicorn did not answer within 60 s")
+
+
+def start_celery(env: dict[str, str], log: Path) -> list[subprocess.Popen[bytes]]:
+    """A Celery worker (threads, as the demo runs it) and beat, logging to ``log``."""
+    out = log.open("ab")
+    celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
+    schedule = log.with_name("celerybeat-schedule")
+    return [
+        subprocess.Popen(
+            [*celery, "worker", "--loglevel=INFO", "--pool=threads", "--concurrency=2",
+             "--without-heartbeat", "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [*celery, "beat", "--loglevel=WARNING", "--schedule", str(schedule)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        ),
+    ]  # fmt: skip
+
+
+def celery_tasks(log: Path, start: int) -> tuple[int, int, int]:
+    """(tasks succeeded, tasks failed, the log's size) in the worker's log from ``start``."""
+    with log.open("rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode("utf-8", "replace")
+    succeeded = text.count("] succeeded in ")
+    failed = text.count("] raised unexpected") + text.count("] retry: ")
+    return succeeded, failed, start + len(text.encode())
 
 
 def batch(worker_id: str) -> bytes:
@@ -128,8 +159,9 @@ def backends(db_url: str, name: str, stop: threading.Event, out: list[int]) -> N
 
 
 def phase(
-    port: int, token: str, args: argparse.Namespace, db_url: str, tricklers: int
+    port: int, token: str, args: argparse.Namespace, db_url: str, tricklers: int, log: Path
 ) -> dict[str, float]:
+    _, _, log_start = celery_tasks(log, 0)
     stop = threading.Event()
     latencies: list[float] = []
     errors: list[str] = []
@@ -149,6 +181,8 @@ def phase(
         thread.join(timeout=90)
     for sock in sockets:
         sock.close()
+    time.sleep(1.5)  # the last tick's result reaches the log
+    succeeded, failed, _ = celery_tasks(log, log_start)
     ordered = sorted(latencies)
     return {
         "batches": len(ordered),
@@ -156,6 +190,8 @@ def phase(
         "p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1000 if ordered else float("nan"),
         "errors": len(errors),
         "max_backends": max(seen, default=0),
+        "tasks_ok": succeeded,
+        "tasks_failed": failed,
     }
 
 
@@ -175,21 +211,32 @@ def main() -> None:
         "ALLOWED_HOSTS": "127.0.0.1", "WEB_CONCURRENCY": "3", "LOG_LEVEL": "ERROR",
     }  # fmt: skip
     server = None
+    workers: list[subprocess.Popen[bytes]] = []
+    log = Path(tempfile.mkdtemp(prefix="bp-trickling-")) / "celery.log"
     rows: list[tuple[str, dict[str, float]]] = []
     try:
         manage(env, "migrate", "--verbosity", "0")
         token = manage(env, "create_agent_token", "bench").strip().splitlines()[-1]
         port = free_port()
         server = start_server(env, port)
+        workers = start_celery(env, log)
+        deadline = time.monotonic() + 120
+        while celery_tasks(log, 0)[0] < 2:  # the worker is up and beat's ticks are arriving
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the Celery worker ran no task within 120 s: see {log}")
+            time.sleep(0.5)
         for _ in range(args.rounds):  # alternated, so drift on the shared machine hits both
-            rows.append(("alone", phase(port, token, args, db_url, 0)))
+            rows.append(("alone", phase(port, token, args, db_url, 0, log)))
             rows.append(
                 (
                     f"beside {args.tricklers} tricklers",
-                    phase(port, token, args, db_url, args.tricklers),
+                    phase(port, token, args, db_url, args.tricklers, log),
                 )
             )
     finally:
+        for process in workers:
+            process.terminate()
+            process.wait(timeout=30)
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
@@ -197,11 +244,14 @@ def main() -> None:
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"\n{args.senders} closed-loop senders, batches of 10 events, {args.seconds:g} s per "
           f"phase, {os.cpu_count()} cores, load average after: {load}\n")  # fmt: skip
-    print("| phase | batches | p50 ms | p99 ms | errors | most PostgreSQL backends |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| phase | batches | p50 ms | p99 ms | errors | most PostgreSQL backends "
+          "| Celery tasks succeeded | Celery tasks failed |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows:
         print(f"| {name} | {r['batches']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
-              f"| {r['errors']:.0f} | {r['max_backends']:.0f} |")  # fmt: skip
+              f"| {r['errors']:.0f} | {r['max_backends']:.0f} | {r['tasks_ok']:.0f} "
+              f"| {r['tasks_failed']:.0f} |")  # fmt: skip
+    print(f"\nCelery worker log: {log}")
     alone = [r for name, r in rows if name == "alone"]
     beside = [r for name, r in rows if name != "alone"]
     p99_ratio = statistics.median(b["p99_ms"] for b in beside) / statistics.median(

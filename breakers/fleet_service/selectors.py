@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from breaker_panel.core import State
-from breakers.fleet.rules import Forced
+from breakers.fleet.rules import Forced, TrialMode
 from breakers.fleet.store import FleetStore, ToolState
 from breakers.fleet_service.maintenance import fleet_rebuild
 from breakers.fleet_service.transitions import existing_tool, fleet_store, policy_of
-from breakers.models import Tool, default_policy, ms_to_datetime
+from breakers.models import Tool, ToolPolicy, default_policy, ms_to_datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +42,22 @@ def fleet_state_from_database() -> FleetView:
     """The fleet state as the database mirrors it: the answer when Redis cannot give one."""
     tools: dict[str, dict[str, Any]] = {}
     version = 0
+    default_trial = default_policy().trial
+    tools_with_probes = set(
+        ToolPolicy.objects.exclude(probe_kind="").values_list("tool__name", flat=True)
+    )
     for tool in Tool.objects.only(
         "name", "state", "since", "auto_reason", "forced_reason", "forced", "seq"
     ):
         forced = bool(tool.forced)
         reason = tool.forced_reason if forced else tool.auto_reason
-        tools[tool.name] = _fleet_entry(tool.state, tool.since, reason, forced)
+        entry = _fleet_entry(tool.state, tool.since, reason, forced)
+        if tool.state == State.HALF_OPEN:
+            # As Redis's view says it: an entry without it would look like a new window to the
+            # SDK, which would forget a trial it already made (and could make another).
+            trial = TrialMode.PROBE if tool.name in tools_with_probes else default_trial
+            entry["trial"] = trial.value
+        tools[tool.name] = entry
         version += tool.seq
     return FleetView(version, "db", tools)
 

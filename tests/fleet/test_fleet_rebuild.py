@@ -10,7 +10,13 @@ from django.test import Client
 from django.utils import timezone
 
 from breakers.fleet.store import FleetStore
-from breakers.fleet_service import fleet_rebuild, fleet_store, fleet_tick
+from breakers.fleet_service import (
+    fleet_rebuild,
+    fleet_state,
+    fleet_state_from_database,
+    fleet_store,
+    fleet_tick,
+)
 from breakers.models import FleetTransition, Incident, Tool, datetime_to_ms
 from scripts.testing.fleet_calls import fleet_call
 from tests.fleet.support import Report
@@ -155,3 +161,15 @@ def test_the_tick_opens_the_missing_incident_of_a_tool_that_never_had_one(
 def _auto(store: FleetStore) -> str:
     state = store.details("web_search").state
     return state.auto.value if state is not None else ""
+
+
+def test_the_databases_view_of_a_half_open_tool_reads_as_redis_does(
+    fleet_before_the_loss: dict[str, object],
+) -> None:
+    # Ingest answers from the database's view while Redis is away. A half-open entry that read
+    # differently there (no `trial`) looked like a new window to the SDK, which forgot the trial
+    # it had made and asked for (and got) a second one.
+    fleet_tick(now=timezone.now() + timedelta(seconds=31))
+    from_redis = fleet_state().as_json()["tools"]["web_search"]
+    assert from_redis["state"] == "half_open" and from_redis["trial"] == "lease"
+    assert fleet_state_from_database().as_json()["tools"]["web_search"] == from_redis

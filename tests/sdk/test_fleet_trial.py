@@ -694,6 +694,101 @@ def test_no_request_without_a_run_in_progress(
     assert trial_server.trial_requests == []
 
 
+def test_a_short_run_over_before_the_poll_thread_wakes_still_gets_the_lease_asked_for(
+    trial_server: TrialServer, plane: ControlPlane
+) -> None:
+    # The demo's runs: start, offer the tools, finish, all in microseconds; the poll thread's
+    # round comes after the run is over. The round the start asked for is still owed.
+    trial_server.fleet = {"version": 2, "tools": {"web_search": {"state": "open"}}}
+    assert plane.fleet_sync.poll()
+    with plane.start_run(agent="earlier") as earlier:
+        earlier.available(TOOLS)  # offered while open: this worker wants the tool's trial
+    trial_server.half_open("web_search")
+    trial_server.trial = granted()
+    assert plane.fleet_sync.poll()
+    with plane.start_run(agent="research") as short:
+        assert offered(short.breakers) == ["calculator"]  # no lease yet
+    assert not plane.runs_in_progress
+    plane._ask_for_trials()
+    assert len(trial_server.trial_requests) == 1
+    assert offered(plane.start_run(agent="research").breakers) == ["web_search", "calculator"]
+
+
+def test_an_owed_request_is_made_once(trial_server: TrialServer, plane: ControlPlane) -> None:
+    trial_server.fleet = {"version": 2, "tools": {"web_search": {"state": "open"}}}
+    assert plane.fleet_sync.poll()
+    with plane.start_run(agent="earlier") as earlier:
+        earlier.available(TOOLS)  # offered while open: this worker wants the tool's trial
+    trial_server.half_open("web_search")
+    trial_server.trial = (200, {"granted": False}, GRANT_DATE)
+    assert plane.fleet_sync.poll()
+    plane.start_run(agent="research").finish()
+    plane._ask_for_trials()
+    plane.fleet.refuse_trial("web_search", plane.fleet.snapshot()["web_search"], retry_at=0)
+    plane._ask_for_trials()  # no run in progress and nothing owed: an idle worker never asks
+    assert len(trial_server.trial_requests) == 1
+
+
+def test_the_same_window_read_differently_keeps_a_trial_already_made(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    # A reply from the database's view (Redis away) has no `trial`, another a new reason: the
+    # window (named by `since`) is the same, so the trial made in it is not forgotten, and the
+    # worker does not ask for (and get) a second one.
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    holder.record_success("web_search")  # the trial call; its event is still on its way
+    for reread in (replace(HALF_OPEN, trial=""), replace(HALF_OPEN, reason="cooldown elapsed")):
+        fleet.update({"web_search": reread})
+        assert fleet.trials_to_request() == []
+    fleet.update({"web_search": HALF_OPEN})
+    assert fleet.trials_to_request() == []
+    assert not start(worker, fleet).holds_fleet_trial("web_search")
+
+
+def test_a_window_whose_trial_was_made_never_gets_a_second_one(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    # Under load a late answer can bring back a window already decided here (the trial failed,
+    # its event not yet applied): the server would grant its live lease to this worker again.
+    half_open_with_lease(fleet, clock)
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    holder.record_failure("web_search", DOWN)
+    fleet.update({"web_search": ScopeState(State.OPEN, "trial 1 failed")})
+    fleet.update({"web_search": HALF_OPEN})  # the late answer
+    assert fleet.trials_to_request() == []
+    assert not fleet.grant_trial("web_search", HALF_OPEN, window=3, expires_at=clock() + 60)
+    assert offered(start(worker, fleet)) == ["calculator"]
+    # The next window is a new one.
+    fleet.update({"web_search": replace(HALF_OPEN, since="2026-11-29T09:13:04.000Z")})
+    assert [name for name, _ in fleet.trials_to_request()] == ["web_search"]
+
+
+def test_a_grant_for_a_window_whose_trial_was_made_is_not_taken_again(
+    worker: WorkerBreakers, fleet: ExternalScope, clock: FakeClock
+) -> None:
+    # Seen in the 64-worker benchmark: the lease was asked for while this worker still saw the
+    # last window; the control plane granted it for its current one (window 3), and the trial
+    # was made there. The next answer shows that window; asking again, this worker is granted
+    # its own live lease once more: it must not make a second trial call in window 3.
+    half_open_with_lease(fleet, clock)  # granted as window 3, asked for with HALF_OPEN's since
+    holder = start(worker, fleet)
+    assert "web_search" in offered(holder)
+    holder.record_failure("web_search", DOWN)
+    current = replace(HALF_OPEN, since="2026-11-29T09:12:05.500Z")
+    fleet.update({"web_search": current})
+    assert [name for name, _ in fleet.trials_to_request()] == ["web_search"]
+    assert not fleet.grant_trial("web_search", current, window=3, expires_at=clock() + 60)
+    assert fleet.trials_to_request() == []  # refused until this worker sees a new window
+    assert offered(start(worker, fleet)) == ["calculator"]
+    after = replace(HALF_OPEN, since="2026-11-29T09:12:09.000Z")
+    fleet.update({"web_search": after})
+    assert fleet.grant_trial("web_search", after, window=4, expires_at=clock() + 60)
+    assert offered(start(worker, fleet)) == ["web_search", "calculator"]
+
+
 def test_no_request_for_a_probe_or_without_fleet_scope(
     trial_server: TrialServer, clock: FakeClock
 ) -> None:

@@ -47,10 +47,14 @@ class ScopeState:
 
 
 def same_window(a: ScopeState | None, b: ScopeState | None) -> bool:
-    """Is `b` the same entry as `a` for a trial lease? The last error may change while one
-    half-open window lasts (late results of other workers): that is not a new window."""
+    """Is `b` the same entry as `a` for a trial lease? A half-open window is named by when it
+    began (`since`): its reason, last error or trial field may read differently from one answer
+    to the next (late results of other workers; the database's view while Redis is away), and
+    none of that is a new window. Forgetting a trial already made would make a second one."""
     if a is None or b is None:
         return a is b
+    if a.state is State.HALF_OPEN and b.state is State.HALF_OPEN and a.since and b.since:
+        return a.since == b.since
     return a == b or replace(a, last_error="") == replace(b, last_error="")
 
 
@@ -92,6 +96,7 @@ class Trial:
     lease: FleetLease
     phase: TrialPhase = TrialPhase.GRANTED
     holder: int | None = None  # the run (its `RunBreakers` owner number) making the trial call
+    since: str = ""  # the half-open window it was granted for (its scope entry's `since`)
 
 
 class ExternalScope:
@@ -112,7 +117,9 @@ class ExternalScope:
         holder  -> renew    its call was semantic (no verdict); the holder keeps the tool while
                             the lease is asked for again (refused: dropped)
         any     -> gone     the entry changed (the scope decided, or moved on) or time ran out;
-                            a passed or failed trial is not asked for again until then
+                            a passed or failed trial is not asked for again until then, nor
+                            ever in the window (`since`) it was made in, even if a late
+                            answer brings that window back
 
     Thread-safe; `snapshot()` and `version` are read without the lock.
     """
@@ -132,6 +139,11 @@ class ExternalScope:
         self._trials: dict[str, Trial] = {}
         self._refused: dict[str, float] = {}  # tool -> when to ask for its lease again
         self._offered: dict[str, float] = {}  # tool -> when a run of this worker last offered it
+        # tool -> the half-open window whose trial this worker has made, as this worker saw it
+        # (`since`) and as the control plane's grant named it (`window`): never asked for, nor
+        # taken, again. The two differ when the fleet moved on while the lease was asked for: a
+        # lease is granted for the control plane's current window, whatever the asker last saw.
+        self._spent: dict[str, tuple[str, int]] = {}
         # Called (outside the lock) when a run offers a half-open tool whose lease this worker
         # should ask for now: the syncing side asks at once instead of at its next poll.
         self.on_trial_wanted: Callable[[], None] | None = None
@@ -186,7 +198,7 @@ class ExternalScope:
                     self._end(name)  # unused, or its verdict never came back: ask again
                     trial = None
                 if trial is None:
-                    if now >= self._refused.get(name, now):
+                    if now >= self._refused.get(name, now) and not self._is_spent(name, status):
                         wanted.append((name, status))
                 elif trial.phase is TrialPhase.RENEW:
                     wanted.append((name, status))
@@ -203,7 +215,7 @@ class ExternalScope:
             return False
         trial = self._trials.get(name)
         if trial is None:
-            return now >= self._refused.get(name, now)
+            return now >= self._refused.get(name, now) and not self._is_spent(name, status)
         return trial.phase is TrialPhase.RENEW or now >= trial.lease.expires_at
 
     def grant_trial(self, name: str, status: ScopeState, *, window: int, expires_at: float) -> bool:
@@ -211,12 +223,18 @@ class ExternalScope:
         with self._lock:
             if not same_window(self._states.get(name), status):
                 return False  # the scope changed while we asked: the grant is for a past window
+            spent = self._spent.get(name)
+            if self._is_spent(name, status) or (spent is not None and spent[1] == window):
+                # This worker made that window's trial already (the grant repeats its own live
+                # lease): not again; asked again when this worker sees a new window.
+                self._refused[name] = float("inf")
+                return False
             lease = FleetLease(name, window, expires_at)
             trial = self._trials.get(name)
             if trial is not None and trial.phase in (TrialPhase.GRANTED, TrialPhase.RENEW):
                 trial.lease, trial.phase = lease, TrialPhase.GRANTED  # renewed: same holder
             else:
-                self._trials[name] = Trial(lease)
+                self._trials[name] = Trial(lease, since=status.since)
             self._refused.pop(name, None)
             self.version += 1
         return True
@@ -282,6 +300,8 @@ class ExternalScope:
                 self.version += 1
             else:
                 return False
+            if trial.phase is not TrialPhase.RENEW:
+                self._spent[name] = (trial.since, trial.lease.window)
             return True
 
     def release_trial(self, name: str, owner: int) -> None:
@@ -290,6 +310,10 @@ class ExternalScope:
             trial = self._trials.get(name)
             if trial is not None and trial.holder == owner:
                 trial.holder = None
+
+    def _is_spent(self, name: str, status: ScopeState) -> bool:
+        spent = self._spent.get(name)
+        return bool(status.since) and spent is not None and spent[0] == status.since
 
     def _end(self, name: str) -> None:
         del self._trials[name]

@@ -7,8 +7,9 @@ After each poll it asks ``POST /api/v1/tools/{tool}/trial`` for each half-open t
 a trial, while this worker has a run in progress; a refusal is asked again after
 ``trial_retry_interval``, an error on the next poll. A run that starts, or offers a half-open
 tool, while such a lease is wanted ``nudge()``s the thread to ask at once (cutting a held
-long-poll short). The why:
-docs/adr/0052-when-a-worker-asks-for-the.md, docs/adr/0177-run-start-asks-for-trials.md.
+long-poll short); that round asks even if the run is over by then. The why:
+docs/adr/0052-when-a-worker-asks-for-the.md, docs/adr/0177-run-start-asks-for-trials.md,
+docs/adr/0190-a-short-run-is-owed-its-lease-request.md.
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ class FleetSync:
         self._rounds = threading.Condition()
         self._rounds_started = 0  # ask rounds begun and ended, for a run start that waits
         self._rounds_done = 0
-        fleet.on_trial_wanted = _weak_call(self.nudge)
+        # A run wanted a lease (it started, or offered a half-open tool): the next ask round
+        # asks even if that run is over by then. Short runs end in microseconds, long before
+        # this thread wakes, and must not find "no run in progress" every time.
+        self._owed = False
+        fleet.on_trial_wanted = _weak_call(self.run_wants_trials)
 
     def start(self, stopping: threading.Event) -> None:
         # The thread holds a weak reference, so a sync nobody uses can still be collected.
@@ -163,6 +168,18 @@ class FleetSync:
         self.wake.set()
         self.transport.interrupt_held()
 
+    def run_wants_trials(self) -> None:
+        """A run of this worker wants a lease now: one ask round is owed to it, whether or not
+        the run is still in progress when the round comes."""
+        with self._lock:
+            self._owed = True
+        self.nudge()
+
+    def _take_owed(self) -> bool:
+        with self._lock:
+            owed, self._owed = self._owed, False
+        return owed
+
     @property
     def nudged(self) -> bool:
         return self._nudged
@@ -188,14 +205,16 @@ class FleetSync:
             return
         with self._rounds:
             target = self._rounds_started + 1  # a round that begins after this nudge
-        self.nudge()
+        self.run_wants_trials()
         if wait > 0:
             with self._rounds:
                 self._rounds.wait_for(lambda: self._rounds_done >= target, timeout=wait)
 
     def ask_for_trials(self) -> None:
-        """Ask for the trial lease of each half-open tool that wants one (poll thread)."""
-        if not self.may_ask_for_trials():
+        """Ask for the trial lease of each half-open tool that wants one (poll thread): while
+        this worker has a run in progress, or once for a run that wanted it and is already over."""
+        owed = self._take_owed()
+        if not (owed or self.may_ask_for_trials()):
             return
         for name, status in self.fleet.trials_to_request():
             self.ask_for_trial(name, status)

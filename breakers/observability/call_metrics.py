@@ -1,8 +1,8 @@
 """Prometheus counters that the web processes change (multiprocess files under gunicorn).
 
 Names follow resilience4j's, which users already graph: a tool is a circuit breaker ``name``;
-``kind`` is ``successful``, ``failed`` (retryable) or ``ignored`` (semantic: not counted by the
-breaker); blocked calls are ``not_permitted``. Counted when the fleet hook receives them, which
+``kind`` is ``successful``, ``failed`` (retryable or degraded: both count) or ``ignored``
+(semantic: not counted by the breaker); blocked calls are ``not_permitted``. Counted when the fleet hook receives them, which
 ingest calls after its transaction committed with the new events only: each call is counted
 once. (A backlog replay after a Redis failure runs in Celery, whose counters are not exported.)
 """
@@ -29,7 +29,8 @@ __all__ = (
 
 CALLS = Counter(
     "resilience4j_circuitbreaker_calls",
-    "Tool calls reported by agents, by kind (successful, failed = retryable, ignored = semantic)",
+    "Tool calls reported by agents, by kind "
+    "(successful, failed = retryable or degraded, ignored = semantic)",
     ["name", "kind"],
 )
 NOT_PERMITTED = Counter(
@@ -52,7 +53,7 @@ INGEST_BATCH_SECONDS = Histogram(
 _KIND = {
     "success": "successful",
     "retryable": "failed",
-    "degraded": "degraded",
+    "degraded": "failed",  # counted like retryable; resilience4j has no other word for it
     "semantic": "ignored",
 }
 

@@ -2,9 +2,10 @@
 
 Names follow resilience4j's, which users already graph: a tool is a circuit breaker ``name``;
 ``kind`` is ``successful``, ``failed`` (retryable or degraded: both count) or ``ignored``
-(semantic: not counted by the breaker); blocked calls are ``not_permitted``. Counted when the fleet hook receives them, which
-ingest calls after its transaction committed with the new events only: each call is counted
-once. (A backlog replay after a Redis failure runs in Celery, whose counters are not exported.)
+(semantic: not counted by the breaker); blocked calls are ``not_permitted``. Counted when the
+fleet hook receives them, which ingest calls after its transaction committed with the new events
+only: each call is counted once. (A backlog replay after a Redis failure runs in Celery, whose
+counters are not exported.)
 """
 
 from __future__ import annotations

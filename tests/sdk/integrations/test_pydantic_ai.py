@@ -161,3 +161,23 @@ def test_worker_breakers_take_the_tool_from_later_runs() -> None:
         agent.run_sync(question)
     assert worker.is_open("web_search") and vendor.calls == 2
     assert script.calls[-1][0] == ["calculator"]
+
+
+def test_a_tool_that_answers_with_an_error_body_is_degraded_and_removed() -> None:
+    """Issue 25: `{"error": ...}` returned, not raised; the result checks count it."""
+    script = Script(search(1), search(2), answer("the search is down"))
+    breaker = ToolBreaker(threshold=2)
+    agent = Agent(
+        FunctionModel(script), instructions="Be brief.", capabilities=breaker_capabilities(breaker)
+    )
+
+    @agent.tool_plain
+    def web_search(query: str) -> dict[str, str]:
+        """Search the web."""
+        return {"error": "rate limited"}
+
+    result = agent.run_sync("find it")
+    assert [p.content for p in returns(result)] == [{"error": "rate limited"}] * 2  # unchanged
+    assert breaker.is_open("web_search")
+    assert script.calls[2][0] == []
+    assert "answers with an error instead of results (rate limited)" in script.calls[2][1]

@@ -266,3 +266,15 @@ def test_a_control_plane_run_reports_a_degraded_call_with_its_reason() -> None:
     ]
     assert json.dumps(events)  # the events are plain JSON
     plane.close(timeout=0)
+
+
+class Hostile:
+    """A result whose own serialisation raises (a tool's pydantic-like object gone wrong)."""
+
+    def model_dump(self, **_: Any) -> Any:
+        raise ValueError("cannot serialise")
+
+
+def test_a_result_whose_own_code_raises_is_unchecked_never_an_exception() -> None:
+    found = ResultChecker().check("t", Hostile())
+    assert found.status is CheckStatus.UNCHECKED and "cannot serialise" in found.reason

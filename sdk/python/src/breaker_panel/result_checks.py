@@ -231,6 +231,9 @@ class ResultChecker:
             return self._check(tool, checks, result, arguments)
         except (_Unreadable, RecursionError, MemoryError, UnicodeError) as exc:
             return self._unchecked(tool, "read", _why(exc))
+        except Exception as exc:  # noqa: BLE001 - a result's own code (model_dump, a Mapping)
+            # may raise anything; a check must never break the agent loop. Logged once.
+            return self._unchecked(tool, "read", f"reading the result raised {_why(exc)}")
 
     def _check(
         self, tool: str, checks: ResultChecks, result: Any, arguments: Mapping[str, Any] | None

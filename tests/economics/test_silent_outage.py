@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from django.test import Client
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
@@ -54,7 +55,7 @@ def affected_calls_before_removal(replay: OutageReplay) -> dict[str, int]:
 
 
 def test_empty_answers_open_nothing_counting_exceptions_and_the_fleet_with_checks(
-    live_server: LiveServer, ticking: None, settings: Settings
+    live_server: LiveServer, ticking: None, settings: Settings, admin_client: Client
 ) -> None:
     settings.BREAKER_TRIAL_LEASE_SECONDS = 120 / SPEED
     blind = play_outage(
@@ -91,3 +92,7 @@ def test_empty_answers_open_nothing_counting_exceptions_and_the_fleet_with_check
     assert checked["model_spend_usd"] < 0.5 * blind["model_spend_usd"]
     assert checked["web_search_calls"] * 3 < blind["web_search_calls"]
     assert checked["degraded_runs"] > 0
+    # The Outages page lists both, each saying how the vendor failed and what was counted.
+    page = admin_client.get("/outages/").content.decode()
+    assert "vendor answered 200 with nothing, exceptions only" in page
+    assert "vendor answered 200 with nothing, result checks on" in page

@@ -25,8 +25,10 @@ from breakers.models import (
     Incident,
     OperatorAction,
     Probe,
+    SlackUser,
     Tool,
     ToolPolicy,
+    ToolSilence,
 )
 from breakers.transports.slack import validate_webhook_url
 
@@ -264,3 +266,30 @@ class AlertAdmin(ReadOnlyAdmin):
         )
         enqueue_on_commit(ids)
         self.message_user(request, f"{len(ids)} alert(s) queued again.", messages.SUCCESS)
+
+
+# -- Slack bot mode -----------------------------------------------------------------------------
+
+
+@admin.register(SlackUser)
+class SlackUserAdmin(admin.ModelAdmin):
+    """Links a Slack user to a dashboard user: their presses in Slack run with that user's
+    permissions. The Slack ids are on the person's Slack profile ("Copy member ID") and in the
+    workspace's URL; an email match is never enough on its own (emails here are not verified)."""
+
+    list_display = ["slack_user_id", "team_id", "slack_name", "user", "linked_by", "linked_at"]
+    search_fields = ["slack_user_id", "slack_name", "user__username", "user__email"]
+    raw_id_fields = ["user"]
+    readonly_fields = ["linked_at", "linked_by"]
+    fields = ["team_id", "slack_user_id", "slack_name", "user", "linked_at", "linked_by"]
+
+    def save_model(self, request: HttpRequest, obj: SlackUser, form: Any, change: bool) -> None:
+        obj.linked_by = f"admin:{request.user.get_username()}"
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(ToolSilence)
+class ToolSilenceAdmin(ReadOnlyAdmin):
+    list_display = ["tool", "until", "incident", "set_by", "set_at", "ended_at"]
+    search_fields = ["tool__name", "set_by"]
+    date_hierarchy = "set_at"

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 
 from breakers.transports.slack import validate_webhook_url
+from breakers.transports.slack_bot import validate_api_url
 
 
 @register()
@@ -32,6 +33,7 @@ def check_alert_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 "need 0 < SLACK_RETRY_BASE_SECONDS <= SLACK_RETRY_MAX_SECONDS", id="breakers.E004"
             )
         )
+    errors += _bot_mode_errors()
     if settings.ALERT_FLAP_COUNT < 2 or not settings.ALERT_FLAP_WINDOW_SECONDS > 0:
         errors.append(
             Error(
@@ -39,6 +41,36 @@ def check_alert_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 id="breakers.E005",
             )
         )
+    return errors
+
+
+def _bot_mode_errors() -> list[CheckMessage]:
+    """Bot mode (SLACK_BOT_TOKEN) puts buttons in Slack: without the signing secret their
+    presses could not be verified, so the whole mode refuses to start half-configured."""
+    if not settings.SLACK_BOT_TOKEN.strip():
+        return []
+    errors: list[CheckMessage] = []
+    if not settings.SLACK_SIGNING_SECRET.strip():
+        errors.append(
+            Error(
+                "SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is not: button presses from "
+                "Slack could not be verified",
+                hint="copy the app's Signing Secret (Basic Information) into SLACK_SIGNING_SECRET",
+                id="breakers.E010",
+            )
+        )
+    if not settings.SLACK_CHANNEL.strip():
+        errors.append(
+            Error(
+                "SLACK_BOT_TOKEN is set but SLACK_CHANNEL is not: incident messages need a channel",
+                hint="a channel id (C0123…) or #name the bot is a member of",
+                id="breakers.E011",
+            )
+        )
+    try:
+        validate_api_url(settings.SLACK_API_URL)
+    except ValueError as exc:
+        errors.append(Error(f"SLACK_API_URL is not usable: {exc}", id="breakers.E012"))
     return errors
 
 

@@ -277,12 +277,20 @@ class Probe(models.Model):
         return f"probe of {self.tool} ({'ok' if self.ok else 'failed'})"
 
 
+# Audited actions that change no fleet state (breakers.slack): acknowledge and silence.
+ACKNOWLEDGE, SILENCE = "acknowledge", "silence"
+NOTE_ACTIONS = (ACKNOWLEDGE, SILENCE)
+
+
 class OperatorAction(models.Model):
     """The audit row of a fleet-wide action: who, when, why, and the state before and after."""
 
     tool = models.ForeignKey(Tool, on_delete=models.PROTECT, related_name="operator_actions")
+    # The fleet actions, and the two that change no state but are audited all the same
+    # (acknowledge an incident, silence a tool's repeat alerts: from Slack).
     action = models.CharField(
-        max_length=20, choices=[(a.value, a.value) for a in OperatorActionKind]
+        max_length=20,
+        choices=[(a.value, a.value) for a in OperatorActionKind] + [(a, a) for a in NOTE_ACTIONS],
     )
     reason = models.TextField()
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -294,6 +302,8 @@ class OperatorAction(models.Model):
         AgentToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     actor = models.CharField(max_length=250)
+    # Where it was done when not on the dashboard or the API: "Slack (@alice)".
+    via = models.CharField(max_length=120, blank=True, default="")
     before = models.JSONField()
     after = models.JSONField()
 
@@ -445,6 +455,8 @@ class AlertState(models.TextChoices):
     SENDING = "sending"  # claimed by one delivery task (claimed_at)
     SENT = "sent"
     FAILED = "failed"  # gave up: permanent error, broken or disabled channel, or attempts used up
+    # Made while the tool was silenced (from Slack): recorded, never sent.
+    SILENCED = "silenced"
     # Folded into the tool's flapping alert (``group``): never sent on its own, unless it is the
     # tool's last word when the flapping spell ends (the sweep then makes it pending).
     GROUPED = "grouped"
@@ -527,3 +539,112 @@ class Alert(models.Model):
     @property
     def error(self) -> str:
         return self.last_error
+
+
+# -- Slack bot mode (breakers.slack) ------------------------------------------------------------
+
+
+class SlackUser(models.Model):
+    """A Slack user (in one workspace) linked to a dashboard user, whose permissions their
+    presses in Slack run with. Made by an admin, or once by the user from a logged-in page;
+    never from a matching email alone (dashboard emails are not verified)."""
+
+    team_id = models.CharField(max_length=32)
+    slack_user_id = models.CharField(max_length=32)
+    slack_name = models.CharField(max_length=120, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_links"
+    )
+    linked_at = models.DateTimeField(default=timezone.now)
+    linked_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = "Slack user link"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_id", "slack_user_id"], name="slackuser_one_link_per_slack_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slack_user_id} ({self.team_id}) -> {self.user}"
+
+
+class ToolSilence(models.Model):
+    """No repeat alert for ``tool`` until ``until`` (or, when it is None, until ``incident``
+    closes). ``ended_at``: lifted early (a newer silence replaced it)."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="silences")
+    incident = models.ForeignKey(
+        Incident, on_delete=models.SET_NULL, null=True, blank=True, related_name="silences"
+    )
+    until = models.DateTimeField(null=True, blank=True)
+    set_at = models.DateTimeField(default=timezone.now)
+    set_by = models.CharField(max_length=250)
+    via = models.CharField(max_length=120, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tool", "set_at"], name="toolsilence_tool_set_idx")]
+
+    def __str__(self) -> str:
+        return f"silence of {self.tool} by {self.set_by}"
+
+    def active_at(self, now: datetime) -> bool:
+        if self.ended_at is not None:
+            return False
+        if self.until is not None:
+            return self.until > now
+        incident = self.incident
+        return incident is not None and incident.closed_at is None
+
+
+class SlackIncidentMessage(models.Model):
+    """The one bot message of an incident (``channel`` + ``ts`` once posted), and what the
+    incident's card says beyond the fleet rows: who acknowledged it. Every sync renders the
+    card from the current rows, so the last sync always shows the newest state."""
+
+    incident = models.OneToOneField(
+        Incident, on_delete=models.CASCADE, related_name="slack_message"
+    )
+    channel = models.CharField(max_length=64, blank=True)
+    ts = models.CharField(max_length=32, blank=True)
+    acknowledged_by = models.CharField(max_length=250, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    posted_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"Slack message of {self.incident}"
+
+
+class SlackActionState(models.TextChoices):
+    PENDING = "pending"
+    DONE = "done"
+    REFUSED = "refused"  # the fleet said no (not forced, unknown tool, Redis down)
+
+
+class SlackAction(models.Model):
+    """One accepted press in Slack (signature, user and permission checked), done by Celery."""
+
+    link = models.ForeignKey(SlackUser, on_delete=models.SET_NULL, null=True, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=20)
+    option = models.CharField(max_length=20, blank=True)  # silence: 30m, 2h, 8h, recovery
+    reason = models.TextField(blank=True)
+    via = models.CharField(max_length=120)
+    response_url = models.CharField(max_length=500, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(
+        max_length=10, choices=SlackActionState, default=SlackActionState.PENDING
+    )
+    done_at = models.DateTimeField(null=True, blank=True)
+    result = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.incident} ({self.state})"

@@ -5,10 +5,14 @@ Redis steps, alert rows claimed once); beat's tick and sweep re-send what was lo
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.conf import settings
 
 from breakers import fleet_service
 from breakers.alerts import delivery, sweep
 from breakers.fleet_service import backlog
+from breakers.slack import actions as slack_actions
+from breakers.slack import respond as slack_respond_service
+from breakers.slack import sync as slack_sync
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
 PROBE_EXPIRES_SECONDS = 60
@@ -47,3 +51,44 @@ def deliver_alert(self: Task, alert_id: int) -> str:
 def sweep_alerts() -> int:
     result = sweep.sweep_alerts()
     return result.unstuck + len(result.requeued) + result.settled
+
+
+@shared_task(name="breakers.slack_sync_incident", bind=True, ignore_result=True, max_retries=None)
+def slack_sync_incident(self: Task, incident_id: int) -> str:
+    """Post or update the incident's one Slack message (bot mode)."""
+    result = slack_sync.sync_incident_message(incident_id=incident_id)
+    if result.retry_in is not None:
+        raise self.retry(countdown=result.retry_in)
+    return result.outcome
+
+
+@shared_task(name="breakers.slack_perform_action", ignore_result=True)
+def slack_perform_action(action_id: int) -> bool:
+    """Do one accepted press from Slack, then update its card here (one hop less than a task;
+    a card update that must wait is handed to the sync task)."""
+    row = slack_actions.perform_slack_action(action_id=action_id)
+    if row is None:
+        return False
+    result = slack_sync.sync_incident_message(incident_id=row.incident_id)
+    if result.retry_in is not None:
+        slack_sync_incident.apply_async(
+            (row.incident_id,),
+            countdown=result.retry_in,
+            queue=settings.SLACK_TASK_QUEUE or None,
+        )
+    return True
+
+
+@shared_task(name="breakers.slack_respond", ignore_result=True)
+def slack_respond(response_url: str, text: str, suggest: list[str] | None = None) -> bool:
+    """Answer one Slack user alone (an ephemeral message)."""
+    return slack_respond_service.send_ephemeral(response_url, text, suggest)
+
+
+@shared_task(name="breakers.slack_sweep_cards", ignore_result=True)
+def slack_sweep_cards() -> int:
+    """Beat: queue again the card syncs that were lost (bot mode only)."""
+    ids = slack_sync.cards_to_resync()
+    for incident_id in ids:
+        slack_sync_incident.apply_async((incident_id,), queue=settings.SLACK_TASK_QUEUE or None)
+    return len(ids)

@@ -288,6 +288,17 @@ SLACK_MIN_INTERVAL_SECONDS = envfloat("SLACK_MIN_INTERVAL_SECONDS", 1.0)
 SLACK_RETRY_BASE_SECONDS = envfloat("SLACK_RETRY_BASE_SECONDS", 1.0)
 SLACK_RETRY_MAX_SECONDS = envfloat("SLACK_RETRY_MAX_SECONDS", 300.0)
 SLACK_MAX_ATTEMPTS = envint("SLACK_MAX_ATTEMPTS", 12)
+# Bot mode (docs/adr/0195-slack-bot-mode-one-message-per-incident.md): with a bot token every
+# incident is one message in SLACK_CHANNEL, updated in place, with buttons whose presses come
+# back signed to POST /slack/actions. SLACK_API_URL points slack_sdk at another Web API (the
+# local stand-in in the demo and tests); https, or plain http to a loopback address.
+SLACK_BOT_TOKEN = envstr("SLACK_BOT_TOKEN", "")
+SLACK_SIGNING_SECRET = envstr("SLACK_SIGNING_SECRET", "")
+SLACK_CHANNEL = envstr("SLACK_CHANNEL", "")
+SLACK_API_URL = envstr("SLACK_API_URL", "") or "https://slack.com/api/"
+# The Celery queue of Slack's interactive work (presses, card updates, answers); empty: the
+# default queue. A named queue needs a worker that consumes it (celery worker -Q celery,NAME).
+SLACK_TASK_QUEUE = envstr("SLACK_TASK_QUEUE", "")
 # A tool opening ALERT_FLAP_COUNT times within ALERT_FLAP_WINDOW_SECONDS is flapping: one grouped
 # message instead of one per opening and closing (breakers/alerts/creation.py).
 ALERT_FLAP_COUNT = envint("ALERT_FLAP_COUNT", 3)
@@ -296,6 +307,12 @@ ALERT_FLAP_WINDOW_SECONDS = envfloat("ALERT_FLAP_WINDOW_SECONDS", 600.0)
 ALERT_SWEEP_SECONDS = envfloat("ALERT_SWEEP_SECONDS", 10.0)
 CELERY_BEAT_SCHEDULE["alerts-sweep"] = {
     "task": "breakers.sweep_alerts",
+    "schedule": ALERT_SWEEP_SECONDS,
+    "options": {"expires": 30},
+}
+# Bot mode's cards whose sync was lost (a no-op without SLACK_BOT_TOKEN).
+CELERY_BEAT_SCHEDULE["slack-cards-sweep"] = {
+    "task": "breakers.slack_sweep_cards",
     "schedule": ALERT_SWEEP_SECONDS,
     "options": {"expires": 30},
 }

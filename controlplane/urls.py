@@ -12,6 +12,7 @@ from django.urls import include, path
 
 from breakers.observability.health import healthz, readyz
 from breakers.observability.metrics import metrics
+from breakers.slack.endpoint import slack_actions
 from controlplane.api import api
 from controlplane.login_throttle import ThrottledLoginView
 from runs.otlp.views import post_traces
@@ -37,6 +38,8 @@ urlpatterns = [
     path("api/v1/", api.urls),
     # OTLP/HTTP exporters append /v1/traces to their endpoint (issue 15).
     path("v1/traces", post_traces, name="otlp-traces"),
+    # Slack's interactivity request URL (bot mode): signed button presses and modal submissions.
+    path("slack/actions", slack_actions, name="slack-actions"),
     # Operational endpoints, outside /api/ and the login (each view has its own access rule).
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),

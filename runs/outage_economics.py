@@ -91,15 +91,24 @@ def _speed_text(reference_s: float, during_s: float) -> tuple[str, float | None]
 
 
 def _spend_text(reference_usd: float, during_usd: float) -> tuple[str, float | None]:
-    if reference_usd <= 0:
+    change = percent_change(reference_usd, during_usd)
+    if change is None:
         if during_usd <= 0:
             return "model spend per run changed by 0%", 0.0
         return f"model spend per run went from $0 to ${during_usd:,.4f}", None
-    change = (during_usd - reference_usd) / reference_usd * 100
-    return f"model spend per run changed by {_percent(change)}", change
+    return f"model spend per run changed by {percent_text(change)}", change
 
 
-def _percent(change: float) -> str:
+def percent_change(reference: float, value: float) -> float | None:
+    """How far ``value`` moved from ``reference``, in percent of ``reference``: the one
+    denominator every page's "+N%" and "rose by N%" use. None when the reference is not above 0."""
+    if reference <= 0:
+        return None
+    return (value - reference) / reference * 100
+
+
+def percent_text(change: float) -> str:
+    """A change in percent as the pages print it: "+520%", "-4.5%", "0%"."""
     size = abs(change)
     digits = f"{size:,.0f}" if size >= 9.95 else f"{size:.1f}".removesuffix(".0")
     if digits == "0":

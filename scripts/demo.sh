@@ -12,12 +12,21 @@ mkdir -p "$LOGS"
 SLACK_PORT=${DEMO_SLACK_PORT:-8001}
 SLACK_URL="http://127.0.0.1:${SLACK_PORT}"
 export SITE_URL="$URL" DEBUG=True
-# Alerts go to a local stand-in for Slack (scripts/slack_standin.py) unless a real webhook is set.
-export SLACK_WEBHOOK_URL=${SLACK_WEBHOOK_URL:-"$SLACK_URL/services/demo/breaker-panel"}
+# Alerts go to a local stand-in for Slack (scripts/slack_standin.py) in bot mode: one message per
+# incident in #agent-tools, with buttons that act on the fleet (README, "Slack"). A real workspace:
+# set SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET and SLACK_CHANNEL (or SLACK_WEBHOOK_URL) before.
+if [ -z "${SLACK_BOT_TOKEN:-}${SLACK_WEBHOOK_URL:-}" ]; then
+  export SLACK_BOT_TOKEN="xoxb-demo-standin"
+  export SLACK_SIGNING_SECRET="demo-signing-secret-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  export SLACK_CHANNEL="#agent-tools"
+  export SLACK_API_URL="$SLACK_URL/api/"
+  STANDIN_BOT=1
+fi
 # Probes in the demo may reach local stand-ins (production refuses internal addresses).
 export BREAKER_HTTP_ALLOWED_NETWORKS=${BREAKER_HTTP_ALLOWED_NETWORKS:-127.0.0.0/8,::1/128}
-# The replay runs REPLAY_SPEED times faster than the story: the control plane's tick, trial
-# lease and stale-outcome margin shrink with it (simulate_outage computes them).
+# The replay runs REPLAY_SPEED times faster than the story: every time setting of the control
+# plane the story runs through (tick, trial lease, cooldowns, the alerts' flapping window and
+# retries...) shrinks with it (simulate_outage --print-server-env computes them).
 REPLAY_SPEED=${REPLAY_SPEED:-60}
 eval "$($BIN/python manage.py simulate_outage --print-server-env --speed "$REPLAY_SPEED")"
 
@@ -33,8 +42,15 @@ trap stop INT TERM EXIT
 scripts/ensure_services.sh --redis-only
 $BIN/python manage.py migrate --noinput >"$LOGS/migrate.log"
 $BIN/python manage.py ensure_demo_operator
+if [ -n "${STANDIN_BOT:-}" ]; then
+  # The stand-in's @operator acts as the demo's operator login (an admin's link, made here).
+  $BIN/python manage.py link_slack_user --team T0BREAKERS --slack-user U0OPERATOR \
+    --slack-name operator --username operator >/dev/null
+fi
 
-$BIN/python scripts/slack_standin.py --port "$SLACK_PORT" >"$LOGS/slack.log" 2>&1 &
+$BIN/python scripts/slack_standin.py --port "$SLACK_PORT" --actions-url "$URL/slack/actions" \
+  --signing-secret "${SLACK_SIGNING_SECRET:-}" --bot-token "${SLACK_BOT_TOKEN:-}" \
+  >"$LOGS/slack.log" 2>&1 &
 pids+=($!)
 
 # Django's own server (threaded) serves the static files in DEBUG; docker-compose.yml runs gunicorn.
@@ -53,10 +69,10 @@ for _ in $(seq 1 60); do
 done
 echo
 echo "Breaker Panel is up: $URL   (log in as operator / breaker-panel-demo)"
-echo "  Slack alerts (local stand-in): $SLACK_URL/"
+echo "  Slack (local stand-in, #agent-tools; act on alerts as @operator): $SLACK_URL/"
 echo "  admin for channels and probes: $URL/admin/"
 echo "  logs in $LOGS/"
-echo "  replaying the outage in every breaker mode (about 2-3 minutes); watch the board"
+echo "  replaying the outage in every breaker mode (about 5 minutes on 2 busy cores); watch the board"
 echo "  Ctrl-C stops the web server, the Slack stand-in, the Celery worker and beat"
 echo
 # Process substitution, not a pipe: $! must be the replay itself, so stopping the demo stops it.

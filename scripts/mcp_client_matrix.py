@@ -12,8 +12,10 @@ stops for the rest of the task once a refusal tells it the tool is out (docs/mcp
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from typing import Any
 import anyio
 
 from scripts.testing.mcp_servers import LIST_CHANGED, Flaky, gateway_stdio, write_config
+from scripts.testing.processes import ROOT
 
 TOOL = "web_search"
 REFUSED_MARK = "did not run"  # in every refusal's text (breaker_panel.per_call.refusal)
@@ -147,8 +150,117 @@ async def pydantic_ai(config: Path) -> AsyncIterator[Driver]:
 
     params = gateway_stdio(config)
     transport = StdioTransport(params.command, list(params.args), cwd=str(params.cwd))
-    async with MCPToolset(transport) as toolset:  # cache_tools=True: the default
+    # cache_tools=True: the default. init_timeout: the gateway answers `initialize` once its
+    # upstreams have started, which takes seconds on a loaded machine (fastmcp's default is 5).
+    async with MCPToolset(transport, init_timeout=60) as toolset:
         yield PydanticDriver(toolset)
+
+
+TS_DIR = ROOT / "tests" / "mcp" / "ts"  # @modelcontextprotocol/sdk, from its package-lock.json
+
+
+def ts_client_missing(package: str = "@modelcontextprotocol/sdk") -> str | None:
+    """Why a TypeScript client from `package` cannot be driven here (None: it can)."""
+    if shutil.which("node") is None:
+        return "no node on PATH (Node 20 runs the TypeScript MCP clients)"
+    if not (TS_DIR / "node_modules" / package).is_dir():
+        return f"tests/mcp/ts/node_modules has no {package}: run `make mcp-ts` (npm ci)"
+    return None
+
+
+class LineDriver(Driver):
+    """A client in another language, driven over its stdin/stdout one JSON line at a time
+    (tests/mcp/ts/client.mjs)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        await self.process.stdin.drain()
+        with anyio.fail_after(60):
+            line = await self.process.stdout.readline()
+        if not line:
+            raise ConnectionError("the client process exited")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    async def tools(self) -> list[str]:
+        return list((await self.ask({"op": "tools"}))["tools"])
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        answer = await self.ask({"op": "call", "name": name, "arguments": arguments})
+        return bool(answer.get("isError")), str(answer.get("text", ""))
+
+
+@asynccontextmanager
+async def node_client(config: Path, script: str, package: str) -> AsyncIterator[Driver]:
+    """A TypeScript MCP client (tests/mcp/ts/`script`, from `package`) in front of the gateway:
+    client.mjs is the MCP SDK's `Client`, vercel_client.mjs the Vercel AI SDK's."""
+    missing = ts_client_missing(package)
+    if missing is not None:
+        raise RuntimeError(missing)
+    async with line_client(["node", str(TS_DIR / script)], config, TS_DIR) as driver:
+        yield driver
+
+
+MCP1_PYTHON = ROOT / ".venv-mcp1" / "bin" / "python"
+
+
+def langchain_missing() -> str | None:
+    """Why langchain-mcp-adapters cannot be driven here (None: it can). It needs mcp<2, so it
+    runs in the mcp 1.x venv (`make mcp1`, requirements-mcp1.lock)."""
+    if not MCP1_PYTHON.exists():
+        return "no .venv-mcp1 (langchain-mcp-adapters needs mcp<2): run `make mcp1`"
+    found = (MCP1_PYTHON.parent.parent / "lib").glob(
+        "python3*/site-packages/langchain_mcp_adapters"
+    )
+    if not any(found):
+        return ".venv-mcp1 has no langchain-mcp-adapters: rebuild it with `make mcp1`"
+    return None
+
+
+@asynccontextmanager
+async def langchain(config: Path, mode: str) -> AsyncIterator[Driver]:
+    """langchain-mcp-adapters (tests/mcp/langchain_client.py, in the mcp 1.x venv)."""
+    missing = langchain_missing()
+    if missing is not None:
+        raise RuntimeError(missing)
+    script = str(ROOT / "tests" / "mcp" / "langchain_client.py")
+    async with line_client([str(MCP1_PYTHON), script], config, ROOT, mode) as driver:
+        yield driver
+
+
+@asynccontextmanager
+async def line_client(
+    argv: list[str], config: Path, cwd: Path, *extra: str
+) -> AsyncIterator[Driver]:
+    """A client process given the gateway's command as JSON, driven by LineDriver."""
+    params = gateway_stdio(config)
+    server = {"command": params.command, "args": list(params.args), "cwd": str(params.cwd)}
+    process = await asyncio.create_subprocess_exec(
+        *argv, json.dumps(server), *extra,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=cwd,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(60):
+            ready = await process.stdout.readline()
+        if not ready:
+            raise ConnectionError("the TypeScript client exited before it connected")
+        yield LineDriver(process)
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        with anyio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        close = getattr(getattr(process, "_transport", None), "close", None)
+        if callable(close):  # else asyncio warns when it is collected after the loop closed
+            close()
 
 
 CLIENTS: dict[str, Callable[[Path], Any]] = {
@@ -158,7 +270,12 @@ CLIENTS: dict[str, Callable[[Path], Any]] = {
     "agents-cache": lambda c: agents_sdk(c, True),
     "agents-no-cache": lambda c: agents_sdk(c, False),
     "pydantic-ai": pydantic_ai,
+    "ts-client": lambda c: node_client(c, "client.mjs", "@modelcontextprotocol/sdk"),
+    "vercel-ai": lambda c: node_client(c, "vercel_client.mjs", "@ai-sdk/mcp"),
+    "langchain-per-call": lambda c: langchain(c, "per-call"),
+    "langchain-session": lambda c: langchain(c, "session"),
 }
+NODE_PACKAGES = {"ts-client": "@modelcontextprotocol/sdk", "vercel-ai": "@ai-sdk/mcp"}
 LABELS = {
     "session-every-turn": "`mcp` ClientSession, lists before every turn",
     "session-list-changed": "`mcp` ClientSession, re-lists on `list_changed`",
@@ -166,6 +283,11 @@ LABELS = {
     "agents-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=True`",
     "agents-no-cache": "OpenAI Agents SDK `MCPServerStdio`, `cache_tools_list=False`",
     "pydantic-ai": "Pydantic AI `MCPToolset` (`cache_tools=True`; with `fastmcp-slim[client]`)",
+    "ts-client": "TypeScript SDK `Client` (Node), tools kept from its `listChanged` handler",
+    "vercel-ai": "Vercel AI SDK `createMCPClient`, `tools()` once per `generateText`",
+    "langchain-per-call": "langchain-mcp-adapters `get_tools()` (a new session, so a new "
+    "stdio gateway, per call)",
+    "langchain-session": "langchain-mcp-adapters `load_mcp_tools(session)` (one session)",
 }
 QUICK = ("session-list-changed", "never-relists")
 
@@ -239,12 +361,13 @@ async def measure(name: str, client: Callable[[Path], Any], cooldown: float, tmp
 async def _comes_back(driver: Driver, opened: float, cooldown: float) -> float | None:
     """A new task every 50 ms (a new scripted model): the first that calls the tool and succeeds."""
     deadline = opened + cooldown * 4 + 10
-    while time.monotonic() < deadline:
+    while True:  # at least one new task, however slow the client's calls are
         _, _, outcome = await Model(driver).turn()
         if outcome == "ok":
             return time.monotonic() - opened
+        if time.monotonic() >= deadline:
+            return None
         await anyio.sleep(0.05)
-    return None
 
 
 def run_matrix(names: tuple[str, ...] | list[str], *, cooldown: float = 2.0) -> list[Row]:
@@ -284,6 +407,15 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         names.remove("pydantic-ai")
+    for name in ("langchain-per-call", "langchain-session"):
+        if not args.clients and langchain_missing() is not None:
+            print(f"skipping {name}: {langchain_missing()}", file=sys.stderr)
+            names.remove(name)
+    for name, package in NODE_PACKAGES.items():
+        missing = ts_client_missing(package)
+        if not args.clients and missing is not None:
+            print(f"skipping {name}: {missing}", file=sys.stderr)
+            names.remove(name)
     rows = run_matrix(names, cooldown=args.cooldown)
     print(markdown(rows) if args.markdown else json.dumps([asdict(r) for r in rows], indent=1))
 

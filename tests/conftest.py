@@ -26,7 +26,7 @@ def _loopback_vendors_allowed() -> None:
 
 
 # The fake Slack server fixture (``slack_server``) for every test package.
-pytest_plugins = ["tests.fakes.fixtures"]
+pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.slack_fixtures"]
 
 
 @pytest.fixture

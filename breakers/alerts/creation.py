@@ -12,6 +12,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from breakers.alerts.facts import incident_of, is_announced, is_opening, iso, transition_facts
@@ -26,6 +27,7 @@ from breakers.models import (
     Incident,
     OperatorAction,
     Tool,
+    ToolSilence,
 )
 from breakers.transports.slack import validate_webhook_url
 
@@ -36,6 +38,7 @@ SETTINGS_CHANNEL_NAME = "SLACK_WEBHOOK_URL"
 
 
 DELIVER_ALERT_TASK = "breakers.deliver_alert"
+SYNC_CARD_TASK = "breakers.slack_sync_incident"
 
 
 def ensure_settings_channel() -> AlertChannel | None:
@@ -116,6 +119,8 @@ def alerts_for_fleet_changes(
     announced = [row for row in transitions if is_announced(row)]
     if not announced and operator_action is None:
         return []
+    if bot_mode():
+        _sync_cards_on_commit(tool, announced, operator_action)
     channels = alert_channels()
     if not channels:
         return []
@@ -131,6 +136,41 @@ def alerts_for_fleet_changes(
             made += _transition_alerts(tool, row, channels, rule)
     enqueue_on_commit([a.pk for a in made if a.state == AlertState.PENDING])
     return made
+
+
+def bot_mode() -> bool:
+    """Bot mode (breakers.slack): a bot token and a channel to post each incident's card in."""
+    return bool(settings.SLACK_BOT_TOKEN.strip() and settings.SLACK_CHANNEL.strip())
+
+
+def _sync_cards_on_commit(
+    tool: Tool, announced: Sequence[FleetTransition], action: OperatorAction | None
+) -> None:
+    """Bring the incident cards these events touch up to date once they are committed."""
+    incidents = {incident.pk for row in announced if (incident := incident_of(row)) is not None}
+    if action is not None:
+        open_incident = Incident.objects.filter(tool=tool, closed_at__isnull=True).first()
+        latest = open_incident or Incident.objects.filter(tool=tool).order_by("-opened_at").first()
+        if latest is not None:
+            incidents.add(latest.pk)
+    for incident_id in sorted(incidents):
+        send = partial(
+            current_app.send_task,
+            SYNC_CARD_TASK,
+            args=(incident_id,),
+            queue=settings.SLACK_TASK_QUEUE or None,
+        )
+        transaction.on_commit(send, robust=True)
+
+
+def silenced(tool: Tool, at: datetime) -> bool:
+    """A silence (set from Slack) holds the tool's repeat alerts at ``at``."""
+    return (
+        ToolSilence.objects.filter(tool=tool, ended_at__isnull=True)
+        .filter(Q(until__gt=at) | Q(until__isnull=True, incident__closed_at__isnull=True))
+        .exclude(until__isnull=True, incident__isnull=True)
+        .exists()
+    )
 
 
 def enqueue_on_commit(alert_ids: Sequence[int]) -> None:
@@ -180,6 +220,11 @@ def _transition_alerts(
         "incident": incident_of(row),
         "created_at": timezone.now(),
     }
+    if opening and silenced(tool, row.at):
+        # Silenced from Slack: recorded (the alerts page shows it), never sent.
+        return _bulk(
+            channels, kind=kind, state=AlertState.SILENCED, payload=transition_facts(row), **common
+        )
     spell = _active_spell(tool, row.at)
     if spell:
         if opening:

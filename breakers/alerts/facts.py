@@ -147,7 +147,7 @@ def _manual_message(alert: Alert) -> SlackMessage:
         ManualActionAlert(
             tool=alert.tool.name,
             action=action.action,
-            actor=action.actor,
+            actor=f"{action.actor} via {action.via}" if action.via else action.actor,
             reason=action.reason,
             at=action.at,
             state_after=state_after if state_after in BreakerState.values else "",

@@ -211,9 +211,12 @@ def fleet_operator_action(
     reason: str,
     user: User | None = None,
     token: AgentToken | None = None,
+    via: str = "",
     now: datetime | None = None,
 ) -> OperatorAction:
     """Force open, force close, release or reset one tool fleet-wide, audited.
+
+    ``via``: where it was done, when not on the dashboard or the API ("Slack (@alice)").
 
     Forced states override the automatic breaker until released; reset clears the automatic
     breaker's counters (and closes it) and leaves a forced state alone.
@@ -234,6 +237,7 @@ def fleet_operator_action(
                 user=user,
                 token=token,
                 actor=actor,
+                via=via[:120],
                 before={},
                 after={},
             )

@@ -30,6 +30,11 @@ BACKLOG_LOW = 10
 # The story assumes a control plane that answers a batch within this many simulated seconds
 # (one flush); while one takes longer, the replay's clock waits for it.
 ANSWER_WITHIN_SIM_S = 5.0
+# After the story, runs keep arriving at the tail's pace until web_search is back for the agents
+# (and, given ``fleet_closed``, closed in the fleet), at most this many simulated seconds: a
+# replay ends with its tool recovered or says it did not
+# (docs/adr/0192-the-replay-plays-on-until-the-tool-recovers.md).
+RECOVERY_LIMIT_S = 20 * 60.0
 # The wrap-up step counts the pages show spend for (re-priced from one replay's runs).
 WRAP_UP_SENSITIVITY = (1, 2, 5)
 # Every run is a thread driving ``ResearchScript`` through a real ``breaker_panel`` ``Run`` of one
@@ -68,6 +73,7 @@ class ModeResult:
     wall_times: dict[str, datetime] = field(default_factory=dict)  # outage_start, outage_end
     # When the clock stood still, (from, to) in Unix seconds: the runs' timestamps include it.
     paused_spans: list[tuple[float, float]] = field(default_factory=list)
+    recovery_runs: int = 0  # runs started after the story, until the tool recovered
 
     def in_window(self, scenario: Scenario) -> list[RunRecord]:
         return [
@@ -141,8 +147,13 @@ def replay_mode(
     on_run: Callable[[RunRecord], None] | None = None,
     fleet_push: bool = True,
     player: RunPlayer = play_hand_written,
+    fleet_closed: Callable[[], bool] | None = None,
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done.
+
+    After the story's runs, more runs start at the tail's pace until a run has used web_search
+    again and ``fleet_closed()`` (when given) says the fleet breaker closed, for at most
+    ``RECOVERY_LIMIT_S`` simulated seconds (``ModeResult.recovery_runs``).
 
     ``token`` is one agent token for every worker, or one per worker (``replay_worker_ids``
     order): with the default token quorum the fleet breaker opens only for distinct tokens."""
@@ -225,11 +236,30 @@ def replay_mode(
     lag_s = ANSWER_WITHIN_SIM_S / speed if governed else float("inf")
     high = BACKLOG_HIGH if governed else 2**62
     push = governed and fleet_push
-    with Governor(clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s, push=push) as governor:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    try:
+        with Governor(
+            clock, planes, high=high, low=BACKLOG_LOW, lag_s=lag_s, push=push
+        ) as governor:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
+            def recovered() -> bool:
+                working = recovery.first_working_s is not None
+                return working and (fleet_closed is None or fleet_closed())
+
+            result.recovery_runs = _play_until(
+                recovered,
+                scenario=scenario,
+                clock=clock,
+                play=play,
+                first_index=len(threads),
+            )
+    except BaseException:  # Ctrl-C, SIGTERM: stop the workers' threads (long-polls) now
+        for plane in planes:
+            plane.close(timeout=1.0)
+        raise
     result.paused_s = clock.paused_s
     result.waited_for_runs_s = clock.held_s.get(RUNS, 0.0)
     result.pauses = governor.pauses
@@ -241,3 +271,33 @@ def replay_mode(
         result.recovery_lag_s = max(0.0, recovery.first_working_s - scenario.outage_end_s)
     result.runs.sort(key=lambda r: r.started_s)
     return result
+
+
+def _play_until(
+    done: Callable[[], bool],
+    *,
+    scenario: Scenario,
+    clock: SimClock,
+    play: Callable[[int, float], None],
+    first_index: int,
+) -> int:
+    """Start a run every tail interval from the story's end until ``done()``, for at most
+    ``RECOVERY_LIMIT_S`` simulated seconds; wait for them; return how many started."""
+    every = scenario.tail_s / max(1, scenario.tail_runs)
+    at = max(scenario.total_s, clock.now())
+    started: list[threading.Thread] = []
+    try:
+        while not done() and at < scenario.total_s + RECOVERY_LIMIT_S:
+            index = first_index + len(started)
+            thread = threading.Thread(
+                target=play, args=(index, at), name=f"replay-run-{index}", daemon=True
+            )
+            thread.start()
+            started.append(thread)
+            at += every
+            clock.sleep_until(at)
+    finally:
+        clock.leave()
+    for thread in started:
+        thread.join()
+    return len(started)

@@ -19,16 +19,28 @@ from django.conf import settings
 from django.utils import timezone
 
 from breakers.fleet.rules import OperatorActionKind
-from breakers.fleet_service import fleet_operator_action, tool_policy_update
-from breakers.models import Tool, ToolPolicy
+from breakers.fleet_service import (
+    FLEET_STORE_ERRORS,
+    fleet_operator_action,
+    fleet_state,
+    tool_policy_update,
+)
+from breakers.models import Incident, Tool, ToolPolicy
 from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
-from breakers.replay.modes import ModeResult, replay_mode, replay_worker_ids
+from breakers.replay.modes import (
+    RECOVERY_LIMIT_S,
+    SCOPES_BY_MODE,
+    ModeResult,
+    replay_mode,
+    replay_worker_ids,
+)
 from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import MODES, Scenario
 from breakers.replay.script import SEARCH
 from runs.models import AgentToken, OutageReplay
 
 __all__ = (
+    "NOT_STORY_TIME",
     "ReplayError",
     "check_control_plane",
     "replay_token",
@@ -61,15 +73,47 @@ def check_control_plane(*, url: str, token: str, timeout: float = 5.0) -> None:
         ) from None
 
 
-# The control plane's own intervals, in real seconds at speed 1. Beat cannot usefully tick much
-# faster than 10 times a second, so the tick has a floor (6 simulated seconds at 60x).
+# Every time setting of the control plane that the story's clock runs through, in real seconds at
+# speed 1, and its floor: a replay at 60x divides each by 60 (``server_settings``), so a flapping
+# spell, a cooldown or an alert's retry lasts as long in the story as it would in production.
+# Settings that are not story time are listed in ``NOT_STORY_TIME`` with the reason; a test holds
+# every ``*_SECONDS`` setting to one list or the other
+# (docs/adr/0193-the-replay-scales-every-story-time-setting.md).
 _SERVER_INTERVALS = {
+    # Beat cannot usefully tick much faster than 10 times a second, so the tick has a floor
+    # (6 simulated seconds at 60x).
     "BREAKER_TICK_SECONDS": (1.0, 0.1),
     # The trial call's event must reach the control plane while the lease lives. That takes
     # real seconds on a busy machine however fast the story runs (and the SDK counts a lease
     # 1 s short for the HTTP Date's whole seconds): below 10 s trials kept expiring unheard.
     "BREAKER_TRIAL_LEASE_SECONDS": (120.0, 10.0),
     "BREAKER_STALE_OUTCOME_SECONDS": (2.0, 0.0),
+    # The defaults of every tool without a policy (web_search's own policy is compressed too,
+    # ``compressed_policy``); 0.1 s is the least a policy may hold.
+    "BREAKER_COOLDOWN_SECONDS": (30.0, 0.1),
+    "BREAKER_MAX_COOLDOWN_SECONDS": (300.0, 0.1),
+    # Openings within this window are a flapping spell, announced once at its end: unscaled, the
+    # five modes' openings made one spell and fleet mode's "Breaker open" came 9 minutes late.
+    "ALERT_FLAP_WINDOW_SECONDS": (600.0, 0.5),
+    # The sweep ends a flapping spell and re-sends lost alerts; a beat schedule, like the tick.
+    "ALERT_SWEEP_SECONDS": (10.0, 0.1),
+    # The alerts' pacing and retries (against the local Slack stand-in in ``make demo``).
+    "SLACK_MIN_INTERVAL_SECONDS": (1.0, 0.01),
+    "SLACK_RETRY_BASE_SECONDS": (1.0, 0.05),
+    "SLACK_RETRY_MAX_SECONDS": (300.0, 0.05),
+}
+
+# The ``*_SECONDS`` settings that are not the story's time, and why they keep their value.
+NOT_STORY_TIME = {
+    "BREAKER_DEDUPE_TTL_SECONDS": "how long a client may resend a batch: real network time",
+    "CACHE_MIDDLEWARE_SECONDS": "Django's page cache, which the control plane does not use",
+    "BREAKER_FLEET_WAIT_MAX_SECONDS": "a long-poll's hold: the agents ask again when it ends",
+    "HEALTH_BEAT_MAX_AGE_SECONDS": "readiness of the processes, derived from the tick",
+    "LOGIN_FAILURE_WINDOW_SECONDS": "people logging in, not the story",
+    "REQUEST_BODY_TIMEOUT_SECONDS": "an HTTP body's arrival: real network time",
+    "RETENTION_PURGE_SECONDS": "housekeeping of old rows, not the story",
+    "SECURE_HSTS_SECONDS": "a browser's HTTPS memory, not the story",
+    "SLACK_TIMEOUT_SECONDS": "an HTTP request's timeout: real network time",
 }
 
 
@@ -183,6 +227,8 @@ def simulate_modes(
                     on_run=on_run,
                     fleet_push=fleet_push,
                     agent=agent,
+                    modes_planned=modes,
+                    token=token,
                 )
             )
     return results
@@ -212,6 +258,8 @@ def _replay_one(
     on_run: Callable[[str, RunRecord], None] | None,
     fleet_push: bool,
     agent: str,
+    modes_planned: Sequence[str] = (),
+    token: AgentToken | None = None,
 ) -> ReplayResult:
     player, errors = _player(agent)
     started = timezone.now()
@@ -227,22 +275,34 @@ def _replay_one(
             "batch": batch,
             "fleet_sync": "push" if fleet_push else "poll",
             "agent": agent,
+            # What the command was asked to play: a batch without one of them was interrupted.
+            "modes_planned": list(modes_planned),
         },
     )
     worker_ids = replay_worker_ids(scenario=scenario, mode=mode, prefix=row.worker_prefix)
-    with worker_tokens(worker_ids) as tokens:
-        result: ModeResult = replay_mode(
-            scenario=scenario,
-            mode=mode,
-            url=url,
-            token=tokens,
-            speed=speed,
-            worker_prefix=row.worker_prefix,
-            on_run=(lambda record: on_run(mode, record)) if on_run else None,
-            fleet_push=fleet_push,
-            player=player,
-        )
-    summary = {**result.summary(scenario), "agent": agent, "agent_errors": errors()}
+    try:
+        with worker_tokens(worker_ids) as tokens:
+            result: ModeResult = replay_mode(
+                scenario=scenario,
+                mode=mode,
+                url=url,
+                token=tokens,
+                speed=speed,
+                worker_prefix=row.worker_prefix,
+                on_run=(lambda record: on_run(mode, record)) if on_run else None,
+                fleet_push=fleet_push,
+                player=player,
+                fleet_closed=search_closed if "fleet" in SCOPES_BY_MODE[mode] else None,
+            )
+    except BaseException as error:  # Ctrl-C and SIGTERM too: the row must not stay "playing"
+        mark_interrupted(row, why=type(error).__name__)
+        raise
+    summary = {
+        **result.summary(scenario),
+        "agent": agent,
+        "agent_errors": errors(),
+        **end_closed(mode=mode, result=result, token=token),
+    }
     row.finished_at = timezone.now()
     row.summary = summary
     # Where the replay's clock paused for the control plane, the outage began and ended later
@@ -255,6 +315,58 @@ def _replay_one(
         update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at", "pauses"]
     )
     return ReplayResult.of(row)
+
+
+def search_closed() -> bool:
+    """web_search is closed in the fleet and has no open incident."""
+    try:
+        state = fleet_state().tools.get(SEARCH, {}).get("state")
+    except FLEET_STORE_ERRORS:
+        return False
+    if state != "closed":
+        return False
+    return not Incident.objects.filter(tool__name=SEARCH, closed_at__isnull=True).exists()
+
+
+def end_closed(*, mode: str, result: ModeResult, token: AgentToken | None) -> dict[str, Any]:
+    """Leave web_search closed, its incident resolved, after one mode; say how it got there.
+
+    A fleet-scope mode's agents close it themselves with a trial call (``replay_mode`` plays on
+    until they have); when they have not, or when the mode's agents never use the fleet breaker
+    (the server's breaker still opens on what they report), the replay resets it with the
+    reason in words, which the incident's timeline and the summary's ``recovery_note`` keep."""
+    uses_fleet = "fleet" in SCOPES_BY_MODE[mode]
+    figures: dict[str, Any] = {"recovery_runs": result.recovery_runs, "recovery_note": ""}
+    if result.recovery_lag_s is None:
+        figures["recovery_note"] = (
+            f"no run used web_search again within {RECOVERY_LIMIT_S / 60:g} simulated minutes "
+            "after the story"
+        )
+    figures["fleet_recovered"] = search_closed()
+    if not figures["fleet_recovered"]:
+        why = (
+            f"no trial call closed it within {RECOVERY_LIMIT_S / 60:g} simulated minutes after "
+            f"the story ({result.recovery_runs} more runs)"
+            if uses_fleet
+            else f"mode {mode}'s agents do not use the fleet breaker, so no trial call of theirs "
+            "could close it"
+        )
+        figures["fleet_reset_reason"] = why
+        fleet_operator_action(
+            tool_name=SEARCH,
+            action=OperatorActionKind.RESET,
+            reason=f"outage replay ended mode {mode}: {why}",
+            token=token,
+        )
+    return figures
+
+
+def mark_interrupted(row: OutageReplay, *, why: str) -> None:
+    """Record that a replay stopped half-played: finished now, with no figures but the mark, so
+    no page takes it for one still playing or for a finished batch (``replay_interrupted``)."""
+    row.finished_at = timezone.now()
+    row.summary = {"mode": row.mode, "interrupted": True, "interrupted_by": why[:100]}
+    row.save(update_fields=["finished_at", "summary"])
 
 
 def format_table(summaries: Sequence[Mapping[str, Any]]) -> str:

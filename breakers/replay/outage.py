@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from breakers.replay.agent import AGENTS, RunRecord
+from breakers.replay.modes import SCOPES_BY_MODE
 from breakers.replay.orchestration import (
     REPLAY_SERVER_SETTINGS,
     ReplayError,
@@ -20,6 +21,7 @@ from breakers.replay.orchestration import (
     simulate_modes,
 )
 from breakers.replay.records import (
+    PLAYING_AT_MOST,
     ReplayBatch,
     ReplayClock,
     group_replays,
@@ -27,6 +29,7 @@ from breakers.replay.records import (
     mode_label,
     mode_order,
     recent_replay_batches,
+    replay_interrupted,
     replay_periods,
     replay_speed,
 )
@@ -37,7 +40,9 @@ from breakers.replay.script import SEARCH
 __all__ = (
     "AGENTS",
     "FAILURES",
+    "FLEET_MODES",
     "MODES",
+    "PLAYING_AT_MOST",
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",
     "SEARCH",
@@ -55,6 +60,7 @@ __all__ = (
     "mode_order",
     "play_outage",
     "recent_replay_batches",
+    "replay_interrupted",
     "replay_periods",
     "replay_speed",
     "server_settings",
@@ -63,6 +69,8 @@ __all__ = (
 
 # The modes whose breaker takes the tool out of the tools array (and sends a notice).
 REMOVAL_MODES = ("run", "worker", "fleet")
+# The modes whose agents use the fleet breaker, and so take its half-open trial.
+FLEET_MODES = tuple(mode for mode, scopes in SCOPES_BY_MODE.items() if "fleet" in scopes)
 
 
 def figures_json(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Q
+from django.utils import timezone
 
 from breakers.replay.result import batch_label
 from breakers.replay.scenario import MODES
@@ -26,6 +27,28 @@ BATCH_GAP = timedelta(minutes=5)
 
 
 MAX_REPLAYS_PER_BATCH = 10
+
+# A replay whose process was killed never writes finished_at: after this long it no longer counts
+# as playing but as interrupted (the default replay plays all five modes in a few minutes).
+PLAYING_AT_MOST = timedelta(hours=1)
+
+
+def replay_interrupted(replay: OutageReplay, *, now: datetime | None = None) -> bool:
+    """Stopped before its mode was played through: marked so by the command (Ctrl-C, SIGTERM,
+    an error), or still unfinished ``PLAYING_AT_MOST`` after it began (its process was killed)."""
+    summary = replay.summary if isinstance(replay.summary, dict) else {}
+    if summary.get("interrupted"):
+        return True
+    now = now or timezone.now()
+    return replay.finished_at is None and replay.started_at < now - PLAYING_AT_MOST
+
+
+def _planned_modes(replay: OutageReplay) -> list[str] | None:
+    record = replay.scenario if isinstance(replay.scenario, dict) else {}
+    planned = record.get("modes_planned")
+    if not isinstance(planned, list):
+        return None  # a replay older than the record
+    return [str(mode) for mode in planned]
 
 
 def mode_label(mode: str) -> str:
@@ -97,6 +120,13 @@ class ReplayClock:
         start = started_at.timestamp()
         return self._paused_until(start + duration_ms / 1000) - self._paused_until(start)
 
+    def story_seconds(self, origin: datetime, moment: datetime) -> float:
+        """Simulated seconds from ``origin`` to ``moment``: the real seconds between them less
+        the pauses among them, times the speed (negative when ``moment`` comes first)."""
+        start, end = origin.timestamp(), moment.timestamp()
+        paused = self._paused_until(end) - self._paused_until(start)
+        return (end - start - paused) * self.speed
+
     def run_seconds(self, started_at: datetime, duration_ms: int | float) -> float:
         """A run's duration in the story's seconds, as the command's table measures it."""
         real_s = duration_ms / 1000 - self.paused_s(started_at, duration_ms)
@@ -141,6 +171,20 @@ class ReplayBatch:
     @property
     def modes(self) -> list[str]:
         return [replay.mode for replay in self.replays]
+
+    def interrupted(self, *, now: datetime | None = None) -> bool:
+        """A replay of it was stopped half-played, or the command stopped before playing every
+        mode it was asked for."""
+        if any(replay_interrupted(replay, now=now) for replay in self.replays):
+            return True
+        planned = _planned_modes(self.first)
+        return self.finished and planned is not None and set(planned) - set(self.modes) != set()
+
+    def status(self, *, now: datetime | None = None) -> str:
+        """ "complete", "playing" or "interrupted": only a complete batch is shown by default."""
+        if self.interrupted(now=now):
+            return "interrupted"
+        return "complete" if self.finished else "playing"
 
     @property
     def speeds(self) -> list[float]:
@@ -188,8 +232,14 @@ def recent_replay_batches(*, limit: int = MAX_REPLAYS_LISTED) -> list[ReplayBatc
     return group_replays(OutageReplay.objects.order_by("-started_at", "-pk")[:limit])
 
 
-def minutes_since(replay: OutageReplay, moment: datetime) -> float:
-    return (moment - replay.started_at).total_seconds() * replay_speed(replay) / 60
+def minutes_since(
+    replay: OutageReplay, moment: datetime, *, clock: ReplayClock | None = None
+) -> float:
+    """Simulated minutes from the replay's start to ``moment`` on its own clock: the pauses,
+    while it waited for the control plane or for due runs, are not the story's time
+    (``clock``: the replay's ``ReplayClock``, when the caller has built it already)."""
+    clock = clock or ReplayClock.of(replay)
+    return clock.story_seconds(replay.started_at, moment) / 60
 
 
 def replay_periods(replay: OutageReplay) -> list[Period]:

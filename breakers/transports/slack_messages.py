@@ -49,6 +49,8 @@ SECTION_TEXT_MAX = 3000
 SECTION_FIELDS_MAX = 10
 FIELD_TEXT_MAX = 2000
 CONTEXT_ELEMENTS_MAX = 10
+ACTIONS_ELEMENTS_MAX = 25
+BUTTON_TEXT_MAX = 75
 TEXT_OBJECT_MAX = 3000
 BLOCK_ID_MAX = 255
 # Slack truncates past 40,000 and advises <= 4,000; a notification preview needs far less.
@@ -83,20 +85,28 @@ class MessageLimitError(ValueError):
 
 @dataclass(frozen=True)
 class SlackMessage:
-    """What one alert sends: the Block Kit blocks and the plain-text fallback."""
+    """What one alert sends: the Block Kit blocks and the plain-text fallback.
+
+    ``color``: the blocks go inside one legacy attachment whose colour bar shows the incident's
+    state (bot mode's incident card); empty, they are the message's own blocks.
+    """
 
     text: str
     blocks: tuple[Mapping[str, Any], ...]
+    color: str = ""
 
     def as_payload(self) -> dict[str, Any]:
         # No unfurling: the incident link points inside the company, and a preview of it in
         # the channel would only leak its title; untrusted text never becomes a link anyway.
-        return {
-            "text": self.text,
-            "blocks": [dict(block) for block in self.blocks],
-            "unfurl_links": False,
-            "unfurl_media": False,
-        }
+        blocks = [dict(block) for block in self.blocks]
+        payload: dict[str, Any] = {"text": self.text, "unfurl_links": False, "unfurl_media": False}
+        if self.color:
+            payload["attachments"] = [
+                {"color": self.color, "fallback": self.text, "blocks": blocks}
+            ]
+        else:
+            payload["blocks"] = blocks
+        return payload
 
 
 # --- Inputs --------------------------------------------------------------------------------
@@ -567,6 +577,17 @@ def _block_problems(index: int, block: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}.elements: {len(elements)} items, 1..{CONTEXT_ELEMENTS_MAX}")
         for i, item in enumerate(elements):
             problems += _text_problems(f"{where}.elements[{i}]", item, limit=TEXT_OBJECT_MAX)
+    elif kind == "actions":
+        elements = block.get("elements") or []
+        if not 1 <= len(elements) <= ACTIONS_ELEMENTS_MAX:
+            problems.append(f"{where}.elements: {len(elements)} items, 1..{ACTIONS_ELEMENTS_MAX}")
+        for i, item in enumerate(elements):
+            if len(str(item.get("action_id", ""))) > BLOCK_ID_MAX:
+                problems.append(f"{where}.elements[{i}].action_id: longer than {BLOCK_ID_MAX}")
+            if "text" in item:
+                problems += _text_problems(
+                    f"{where}.elements[{i}].text", item["text"], limit=BUTTON_TEXT_MAX
+                )
     elif kind != "divider":
         problems.append(f"{where}: block type {kind!r} is not one we build")
     return problems
@@ -589,7 +610,9 @@ def limit_problems(payload: Mapping[str, Any]) -> list[str]:
         problems.append("text: the plain-text fallback is missing")
     elif slack_length(text) > FALLBACK_TEXT_MAX:
         problems.append(f"text: {slack_length(text)} characters, limit {FALLBACK_TEXT_MAX}")
-    blocks = payload.get("blocks") or []
+    blocks = list(payload.get("blocks") or [])
+    for attachment in payload.get("attachments") or []:
+        blocks += attachment.get("blocks") or []
     if len(blocks) > MAX_BLOCKS:
         problems.append(f"blocks: {len(blocks)} blocks, limit {MAX_BLOCKS}")
     total = 0

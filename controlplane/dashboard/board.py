@@ -1,8 +1,9 @@
 """The board: every tool's fleet state with the live counters behind it, in a bounded read.
 
-Whatever the number of tools, workers, runs and calls stored, one board costs five database
+Whatever the number of tools, workers, runs and calls stored, one board costs six database
 queries (tools with their policies; the worker-scope states of live workers; the run-scope
-removals in active runs; two counts) and one Redis round trip (a pipeline over every shown tool).
+removals in active runs; the silences in force; two counts) and one Redis round trip (a
+pipeline over every shown tool).
 
 Redis decides the fleet state; the ``Tool`` rows mirror it as of the newest persisted transition.
 The board reads the state, the consecutive count and the streak's workers from Redis. When Redis
@@ -29,6 +30,7 @@ from django.db.models import (
     F,
     IntegerField,
     OuterRef,
+    Q,
     Subquery,
     Value,
     When,
@@ -41,7 +43,7 @@ from breaker_panel.classify import DEGRADED_PREFIX
 from breakers.fleet.rules import OUT_STATES, TrialMode
 from breakers.fleet.store import ToolState
 from breakers.fleet_service import fleet_store
-from breakers.models import Tool, effective_policy, ms_to_datetime
+from breakers.models import Tool, ToolSilence, effective_policy, ms_to_datetime
 from runs.models import (
     BreakerState,
     Outcome,
@@ -136,6 +138,9 @@ class BoardRow:
     runs_removed: int
     # Half-open, waiting for a run that offers the tool to make its trial call: since when.
     waiting_since: datetime | None = None
+    # Its repeat alerts are silenced (from Slack): by whom, until when (None: until recovery).
+    silenced_by: str = ""
+    silenced_until: datetime | None = None
     # Out of service after results that failed a check: the newest check's reason (agent text).
     degraded: str = ""
 
@@ -162,7 +167,9 @@ class BoardRow:
         return [
             self.pk, self.name, self.state, since, self.reason, self.consecutive, self.threshold,
             self.streak_workers, self.min_workers, self.workers_open, self.runs_removed,
-            self.waiting_since.isoformat() if self.waiting_since else None, self.degraded,
+            self.waiting_since.isoformat() if self.waiting_since else None,
+            self.silenced_by, self.silenced_until.isoformat() if self.silenced_until else None,
+            self.degraded,
         ]  # fmt: skip
 
 
@@ -219,7 +226,11 @@ def fleet_board(*, filters: BoardFilters, now: datetime | None = None) -> Board:
     counters, live = read_live_tools((tool.name for tool in tools), now=now)
     workers_open = worker_scope_open(now=now)
     runs_removed = run_removals(now=now)
-    rows = [_row(tool, live.get(tool.name), counters, workers_open, runs_removed) for tool in tools]
+    silences = active_silences(now=now)
+    rows = [
+        _row(tool, live.get(tool.name), counters, workers_open, runs_removed, silences.get(tool.pk))
+        for tool in tools
+    ]
     rows.sort(key=lambda row: (row.severity, row.name))
     return Board(
         rows=[row for row in rows if filters.matches(row)],
@@ -268,6 +279,7 @@ def _row(
     counters: Counters,
     workers_open: Mapping[str, tuple[str, ...]],
     runs_removed: Mapping[str, int],
+    silence: ToolSilence | None = None,
 ) -> BoardRow:
     policy = effective_policy(getattr(tool, "policy", None))
     if live is None:
@@ -289,10 +301,26 @@ def _row(
         workers_open=workers_open.get(tool.name, ()),
         runs_removed=runs_removed.get(tool.name, 0),
         waiting_since=None if live is None else live.waiting_since,
+        silenced_by=silence.set_by if silence else "",
+        silenced_until=silence.until if silence else None,
         degraded=(getattr(tool, "last_degraded", "") or "").removeprefix(DEGRADED_PREFIX)
         if state in OUT_STATES
         else "",
     )
+
+
+def active_silences(*, now: datetime) -> dict[int, ToolSilence]:
+    """Each tool's silence in force now (the newest), in one query."""
+    rows = (
+        ToolSilence.objects.filter(ended_at__isnull=True)
+        .filter(Q(until__gt=now) | Q(until__isnull=True, incident__closed_at__isnull=True))
+        .exclude(until__isnull=True, incident__isnull=True)
+        .order_by("tool_id", "-set_at", "-pk")
+    )
+    found: dict[int, ToolSilence] = {}
+    for row in rows[:BOARD_MAX_TOOLS]:
+        found.setdefault(row.tool_id, row)
+    return found
 
 
 def read_live_tools(

@@ -187,6 +187,8 @@ def _note(fig: go.Figure, text: str | None) -> None:
 
 
 _LEGEND_ROW_PX = 26
+# The shaded bands' labels, one line each (static/js/charts.js stacks them the same way).
+BAND_LABEL_LINE_PX = 14
 _NOTE_LINE_PX = 15
 
 
@@ -279,10 +281,11 @@ def duration_and_spend_figure(
     # shape on each call, which made a figure four times slower to build.
     shapes: list[dict[str, Any]] = []
     labels: list[dict[str, Any]] = []
-    spans = [(baseline, BASELINE_FILL, 0.08, MUTED), (outage, OUTAGE_FILL, 0.12, OUTAGE_FILL)]
-    for span, fill, opacity, colour in spans:
-        if span is None:
-            continue
+    bands = [(baseline, BASELINE_FILL, 0.08, MUTED), (outage, OUTAGE_FILL, 0.12, OUTAGE_FILL)]
+    spans = [(span, fill, opacity, colour) for span, fill, opacity, colour in bands if span]
+    # Each label on a line of its own at the top of its panel: a 4-minute baseline is a few
+    # pixels wide on a long axis, and side by side its label ran into the outage's.
+    for row, (span, fill, opacity, colour) in enumerate(spans):
         for axis in ("", "2"):
             shapes.append(
                 {
@@ -308,6 +311,7 @@ def duration_and_spend_figure(
                     "y": 1,
                     "xanchor": "left",
                     "yanchor": "top",
+                    "yshift": -BAND_LABEL_LINE_PX * row,
                     "showarrow": False,
                     "font": {"size": 11, "color": colour},
                 }

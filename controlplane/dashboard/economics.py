@@ -34,8 +34,8 @@ from breakers.replay.outage import (
     minutes_since,
     mode_label,
     recent_replay_batches,
+    replay_interrupted,
     replay_periods,
-    replay_speed,
 )
 from controlplane.dashboard import charts
 from controlplane.dashboard.charts import ModeBar, RunPoint, Span
@@ -266,10 +266,11 @@ class ModeChart:
         return f"mode-{self.replay.pk}"
 
     @property
-    def window_minutes(self) -> float:
-        replay = self.replay
-        seconds = (replay.outage_ended_at - replay.outage_started_at).total_seconds()
-        return seconds * replay_speed(replay) / 60
+    def status(self) -> str:
+        """ "finished", "playing" or "interrupted" (stopped half-played)."""
+        if replay_interrupted(self.replay):
+            return "interrupted"
+        return "finished" if self.replay.finished_at else "playing"
 
 
 @dataclass(frozen=True)
@@ -351,7 +352,7 @@ def outage_comparison(
             continue
         points[owner.pk].append(
             RunPoint(
-                x=minutes_since(owner, started),
+                x=minutes_since(owner, started, clock=clocks[owner.worker_prefix]),
                 duration_s=clocks[owner.worker_prefix].run_seconds(started, ms),
                 spend_usd=usd(spend),
                 met=met,
@@ -364,7 +365,7 @@ def outage_comparison(
     spend_max = max((p.spend_usd for p in all_points), default=0.0)
     x_max = max(
         [float(p.x) for p in all_points if isinstance(p.x, float)]
-        + [minutes_since(r, r.outage_ended_at) for r in replays]
+        + [minutes_since(r, r.outage_ended_at, clock=clocks[r.worker_prefix]) for r in replays]
     )
     none = next((stats[r.pk] for r in replays if r.mode == "none"), None)
     unfinished_total = sum(unfinished.values())
@@ -375,14 +376,14 @@ def outage_comparison(
         left_out = sum(
             unfinished[f"{replay.pk}:{name}"] for name in ("baseline", "outage", "after")
         )
+        clock = clocks[replay.worker_prefix]
+        outage_start = minutes_since(replay, replay.outage_started_at, clock=clock)
         figure = charts.duration_and_spend_figure(
             points=points[replay.pk],
             outage=Span(
-                minutes_since(replay, replay.outage_started_at),
-                minutes_since(replay, replay.outage_ended_at),
-                "outage",
+                outage_start, minutes_since(replay, replay.outage_ended_at, clock=clock), "outage"
             ),
-            baseline=Span(0.0, minutes_since(replay, replay.outage_started_at), "baseline"),
+            baseline=Span(0.0, outage_start, "baseline"),
             title=f"Mode {mode_label(replay.mode)}: run duration and model spend per run",
             headline=(
                 f"Outage-window runs against {headline.against}: {headline.text}"
@@ -456,13 +457,17 @@ class OutagesPage:
 
 
 def outages_page(*, batch_key: int | None = None, compare: bool = True) -> OutagesPage:
-    """The replay batches to choose from and the chosen one (the newest by default), compared.
+    """The replay batches to choose from and the chosen one (by default the newest that was
+    played through), compared.
     A key that names no batch among the newest replays raises ``LookupError``."""
     batches = recent_replay_batches()
     if not compare:
         return OutagesPage(batches=batches, selected=None, comparison=None)
     if batch_key is None:
-        selected = batches[0] if batches else None
+        # The newest batch that was played through: never a half-played one, which would stay
+        # the default for good once its command was stopped. While the first batch plays, it.
+        complete = (batch for batch in batches if batch.status() == "complete")
+        selected = next(complete, batches[0] if batches else None)
     else:
         selected = next((batch for batch in batches if batch.key == batch_key), None)
         if selected is None:

@@ -97,5 +97,13 @@ class IncidentFilterForm(forms.Form):
 
 class AuditFilterForm(forms.Form):
     tool = forms.CharField(required=False, max_length=200, strip=True)
-    action = forms.ChoiceField(required=False, choices=[("", "any"), *ACTION_CHOICES])
+    action = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "any"),
+            *ACTION_CHOICES,
+            ("acknowledge", "Acknowledge"),
+            ("silence", "Silence"),
+        ],
+    )
     page = forms.IntegerField(required=False, min_value=1, max_value=10_000)

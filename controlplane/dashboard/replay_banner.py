@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.utils import timezone
 
-from breakers.replay.outage import ReplayResult
+from breakers.replay.outage import PLAYING_AT_MOST, ReplayResult
 from runs.models import OutageReplay
 
 __all__ = ("PlayingReplay", "playing_replay")
-
-# A replay that crashed never writes finished_at; after this long it no longer counts as playing
-# (the default replay plays all five modes in about three minutes).
-PLAYING_AT_MOST = timedelta(hours=1)
 
 
 @dataclass(frozen=True)

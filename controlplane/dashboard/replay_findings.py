@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from breakers.replay.outage import REMOVAL_MODES, ReplayResult, Scenario
+from breakers.replay.outage import FLEET_MODES, REMOVAL_MODES, ReplayResult, Scenario
 from controlplane.dashboard.economics import OutageComparison
 from runs.incident_runs import IncidentMeasures
-from runs.outage_economics import TIMES
+from runs.outage_economics import TIMES, PeriodStats, percent_change, percent_text
 
 __all__ = (
     "ReplayFindings",
@@ -43,12 +43,14 @@ def _pct(part: float, whole: float) -> str:
 
 
 def _change(before: float, after: float) -> str:
-    if before == 0:
-        return "did not change" if after == 0 else f"went from $0 to ${after:,.2f}"
-    change = (after - before) / before * 100
-    if abs(change) < 0.5:
+    """ "rose by 520%": the same change, rounded the same way, as the charts' "+520%"."""
+    change = percent_change(before, after)
+    if change is None:
+        return "did not change" if after == before else f"went from $0 to ${after:,.2f}"
+    text = percent_text(change)
+    if text == "0%":
         return "did not change"
-    return f"{'rose' if change > 0 else 'fell'} by {abs(change):.0f}%"
+    return f"{'rose' if change > 0 else 'fell'} by {text.lstrip('+-')}"
 
 
 def _factor(before: float, after: float) -> str:
@@ -93,6 +95,7 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
             f"same fleet breaker and differ only in removing the tool instead of refusing it "
             f"(fleet spent {_pct(fleet, ff)} of fail-fast's ${ff:,.2f})."
         )
+    findings += _recovery_findings(summaries)
     steps = first.wrap_up_steps
     fleet_summary = summaries.get("fleet")
     floor_table = fleet_summary.floor_spend_by_wrap_up_steps if fleet_summary else {}
@@ -120,6 +123,41 @@ def replay_findings(comparison: OutageComparison) -> ReplayFindings:
         floors=floors,
         paused_s=sum(s.paused_real_s or 0.0 for s in summaries.values()),
     )
+
+
+def _recovery_findings(summaries: dict[str, ReplayResult]) -> list[str]:
+    """How long each mode kept the recovered tool away, and who closed the control plane's
+    breaker: an agent's half-open trial, or the replay's reset (with its reason)."""
+    lags = [
+        f"{mode} {lag:,.0f} s"
+        for mode, result in summaries.items()
+        if (lag := result.number("recovery_lag_s")) is not None
+    ]
+    sentences = []
+    if lags:
+        sentences.append(
+            "After the vendor came back, web_search was offered and working again after: "
+            f"{', '.join(lags)}."
+        )
+    for mode, result in summaries.items():
+        reason = result.figures.get("fleet_reset_reason")
+        if reason and mode in FLEET_MODES:
+            sentences.append(
+                f"In mode {mode} the fleet breaker did not close by itself ({reason}); the "
+                "replay reset it."
+            )
+    reset = [m for m, r in summaries.items() if r.figures.get("fleet_reset_reason")]
+    others = [m for m in reset if m not in FLEET_MODES]
+    if others:
+        many = len(others) > 1
+        sentences.append(
+            f"{'Modes' if many else 'Mode'} {', '.join(others)} never "
+            f"{'consult' if many else 'consults'} the fleet breaker, so nothing of "
+            f"{'theirs' if many else 'its'} could close what the failures opened on the control "
+            f"plane: the replay reset it after {'each' if many else 'it'}, and the incident "
+            "says so."
+        )
+    return sentences
 
 
 def _assumptions(story: Scenario, steps: int | None, runs: float | None) -> list[str]:
@@ -156,17 +194,24 @@ def _assumptions(story: Scenario, steps: int | None, runs: float | None) -> list
     ]
 
 
-def incident_findings(*, during: IncidentMeasures, before: IncidentMeasures) -> list[str]:
-    """The incident page's sentences: its own table's figures, in words."""
+def incident_findings(
+    *,
+    during: IncidentMeasures,
+    before: IncidentMeasures,
+    spend_during: PeriodStats,
+    spend_before: PeriodStats,
+) -> list[str]:
+    """The incident page's sentences: its table's figures in words, and the change in spend
+    per run over the same runs, with the same denominator, as the chart's headline
+    (``spend_*``: the chart's periods, whole finished runs before and during)."""
     sentences = []
-    if during.runs and before.runs:
-        per_run_now = float(during.model_spend_usd) / during.runs
-        per_run_before = float(before.model_spend_usd) / before.runs
+    now, then = spend_during.mean_spend_usd, spend_before.mean_spend_usd
+    if spend_during.runs and spend_before.runs and now is not None and then is not None:
         sentences.append(
-            f"Model spend per affected run {_change(per_run_before, per_run_now)} "
-            f"(${per_run_before:,.2f} before, ${per_run_now:,.2f} during)."
+            f"Model spend per run {_change(then, now)} (${then:,.2f} before, ${now:,.2f} "
+            "during: the mean of the finished runs, as in the chart)."
         )
-    elif during.runs:
+    elif during.runs and not before.runs:
         sentences.append("No run reached for the tool in the same length of time before it.")
     if during.tool_calls:
         share = during.blocked / during.tool_calls

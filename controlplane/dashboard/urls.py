@@ -19,6 +19,7 @@ urlpatterns = [
     path("replay-banner/", views.replay_banner, name="replay-banner"),
     path("audit/", views.audit_log, name="audit"),
     path("alerts/", views.alerts, name="alerts"),
+    path("slack/link/", views.slack_link, name="slack-link"),
     path("runs/", views.runs_list, name="runs"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
 ]

@@ -34,7 +34,8 @@ from breakers.fleet_service import (
     fleet_operator_action,
     tool_policy_update,
 )
-from breakers.models import AlertState, Incident, OperatorAction, Tool
+from breakers.models import AlertState, Incident, OperatorAction, SlackUser, Tool
+from breakers.slack.linking import LinkError, SlackIdentity, link_slack_user, read_link_token
 from controlplane.dashboard.alerts_page import alerts_page
 from controlplane.dashboard.board import (
     ACTIVE_RUN_WINDOW,
@@ -269,11 +270,17 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         Incident.objects.select_related("tool", "opened_by", "closed_by"), pk=pk
     )
     page = incident_page(incident=incident)
+    charts = incident_charts(incident=incident, now=page.end, window=page.window)
     context = {
         "nav": "incidents",
         "page": page,
-        "charts": incident_charts(incident=incident, now=page.end, window=page.window),
-        "findings": incident_findings(during=page.comparison.during, before=page.comparison.before),
+        "charts": charts,
+        "findings": incident_findings(
+            during=page.comparison.during,
+            before=page.comparison.before,
+            spend_during=charts.during,
+            spend_before=charts.baseline,
+        ),
     }
     return render_page(request, "dashboard/incident_detail.html", context)
 
@@ -376,3 +383,46 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     measure_replay_runs([run])
     context = {"nav": "runs", "run": run, "timeline": run_timeline(run=run)}
     return render_page(request, "dashboard/run_detail.html", context)
+
+
+# -- Slack link -------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def slack_link(request: HtmxHttpRequest) -> HttpResponseBase:
+    """Link the Slack account of a signed link (sent to that Slack user alone when they pressed a
+    button unlinked) to the logged-in user, once, after they confirm it."""
+    user = cast(User, request.user)  # LoginRequiredMiddleware: signed in
+    token = (request.POST.get("t") if request.method == "POST" else request.GET.get("t")) or ""
+    identity: SlackIdentity | None = None
+    error = ""
+    if token:
+        try:
+            identity = read_link_token(token[:2000])
+        except LinkError as exc:
+            error = str(exc)
+    if request.method == "POST" and identity is not None:
+        try:
+            link_slack_user(identity=identity, user=user, by="self")
+        except LinkError as exc:
+            error = str(exc)
+        else:
+            messages.success(
+                request, f"Slack user @{identity.name} is now linked to {user.get_username()}."
+            )
+            return HttpResponseRedirect(reverse("dashboard:slack-link"), status=303)
+    context = {
+        "nav": "",
+        "identity": identity,
+        "token": token if identity is not None else "",
+        "error": error,
+        "links": SlackUser.objects.filter(user=user).order_by("team_id"),
+        "already": identity is not None
+        and SlackUser.objects.filter(
+            team_id=identity.team_id, slack_user_id=identity.user_id
+        ).exists(),
+    }
+    response = render_page(request, "dashboard/slack_link.html", context)
+    if error:
+        response.status_code = 400
+    return response

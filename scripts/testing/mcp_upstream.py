@@ -10,7 +10,8 @@ call reached this server. Modes: ok, fail (isError "503 Service Unavailable"), s
 result is no CallToolResult, written past the SDK, which would refuse to send it); over HTTP
 also http503 and http429 (that status to the POST, no JSON-RPC body) and drop (the process dies
 before answering, so the connection drops).
-big (a 10 MB text result). `"_extra": "a,b"` lists more tools; `"_list": "hang"` makes
+big (a 10 MB text result), garbage (a line that is no JSON-RPC, then the answer).
+`"_extra": "a,b"` lists more tools; `"_list": "hang"` makes
 tools/list never answer (a server alive but stuck).
 """
 
@@ -75,6 +76,9 @@ def build_server(state: Path, name: str) -> Server[Any]:
             WIRE.write(json.dumps(reply) + "\n")
             WIRE.flush()
             await anyio.sleep_forever()  # the reply is out: the SDK must not send its own
+        if current == "garbage":
+            WIRE.write("this line is no JSON-RPC {\n")
+            WIRE.flush()
         if current == "big":
             text = "x" * (10 * 1024 * 1024)
         if current == "announce":

@@ -144,10 +144,19 @@ class CeleryWorkerProcess(_ServerProcess):
 
     label = "celery-worker"
 
-    def __init__(self, *, pool: str = "threads", concurrency: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        pool: str = "threads",
+        concurrency: int = 4,
+        queues: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.pool, self.concurrency = pool, concurrency
+        # Its own queues (and settings): a worker no other test's tasks reach.
+        self.queues, self.extra_env = queues, dict(env or {})
 
     def start(self, *, ready_timeout: float = 60) -> CeleryWorkerProcess:
         args = [
@@ -156,7 +165,9 @@ class CeleryWorkerProcess(_ServerProcess):
             "-n", self.hostname, "--loglevel=INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ]  # fmt: skip
-        self._spawn(args, child_env())
+        if self.queues:
+            args += ["-Q", ",".join(self.queues)]
+        self._spawn(args, child_env(**self.extra_env))
         self.wait_ready(ready_timeout)
         return self
 
@@ -179,7 +190,9 @@ class CeleryWorkerProcess(_ServerProcess):
         with app.connection_for_write() as conn:
             client = conn.default_channel.client
             while time.monotonic() < deadline:
-                queued = client.llen(app.conf.task_default_queue)
+                queued = sum(
+                    client.llen(queue) for queue in (self.queues or (app.conf.task_default_queue,))
+                )
                 inspect = app.control.inspect([self.hostname], timeout=0.5)
                 busy = [*(inspect.active() or {}).values(), *(inspect.reserved() or {}).values()]
                 if not queued and not any(busy):
@@ -216,7 +229,9 @@ class CeleryBeatProcess(_ServerProcess):
             sys.executable, "-m", "celery", "-A", "controlplane", "beat",
             "--loglevel=INFO", "-s", str(schedule),
         ]  # fmt: skip
-        self._spawn(args, child_env())
+        if self.queues:
+            args += ["-Q", ",".join(self.queues)]
+        self._spawn(args, child_env(**self.extra_env))
         return self
 
 

@@ -328,14 +328,14 @@ def test_board_cost_is_bounded_with_200_tools_and_50_workers(
         run = make_run(f"r-{i}", worker=worker, status=RunStatus.RUNNING, started_at=now)
         make_transition(worker=worker, scope="worker", tool=f"tool-{i:03d}", ts=now)
         make_transition(worker=worker, run=run, scope="run", tool=f"tool-{i % 7:03d}", ts=now)
-    # Session, user, operator check; tools; worker scope; run scope; two counts.
-    with django_assert_max_num_queries(9):
+    # Session, user, operator check; tools; worker scope; run scope; silences; two counts.
+    with django_assert_max_num_queries(10):
         response = viewer_client.get("/")
     html = response.content.decode()
     assert len(rows_of(html)) == 200
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         poll = viewer_client.get("/", headers=HTMX)
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         assert (
             viewer_client.get("/", headers={**HTMX, "If-None-Match": poll["ETag"]}).status_code
             == 304

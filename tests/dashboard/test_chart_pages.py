@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.test import Client
+from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from runs.models import OutageReplay
@@ -73,12 +74,15 @@ def test_outages_page_without_replays_says_how_to_make_them(viewer_client: Clien
 
 
 def test_a_running_replay_without_summary_has_no_bars_yet(viewer_client: Client) -> None:
-    make_replay_batch(started_at=T0, window_runs=3, with_summary=False)
+    # Begun a minute ago: an unfinished replay much older than that was interrupted.
+    make_replay_batch(
+        started_at=timezone.now() - timedelta(minutes=1), window_runs=3, with_summary=False
+    )
     OutageReplay.objects.filter(mode="fleet").update(finished_at=None)
     html = viewer_client.get("/outages/").content.decode()
     assert "mode-bars" not in figures(html)
     assert "No replay of this batch has a summary yet" in html
-    assert "(running)" in html
+    assert "(playing)" in html
 
 
 def test_outages_page_needs_a_login(client: Client) -> None:

@@ -18,7 +18,7 @@ from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
 from runs.incident_runs import IncidentMeasures
 from runs.models import OutageReplay
-from runs.outage_economics import TIMES
+from runs.outage_economics import TIMES, PeriodStats
 
 pytestmark = pytest.mark.django_db
 
@@ -121,7 +121,33 @@ def test_incident_findings_read_the_incident_s_own_table() -> None:
         return IncidentMeasures(now, now, runs, 0, 0, Decimal(spend), calls, vendor, 0, 0, blocked)
 
     sentences = incident_findings(
-        during=measures(100, "120", 500, 40, 460), before=measures(20, "3.2", 60, 60, 0)
+        during=measures(100, "120", 500, 40, 460),
+        before=measures(20, "3.2", 60, 60, 0),
+        spend_during=PeriodStats(runs=90, mean_duration_s=5.0, mean_spend_usd=1.2),
+        spend_before=PeriodStats(runs=20, mean_duration_s=9.0, mean_spend_usd=0.16),
     )
-    assert sentences[0] == "Model spend per affected run rose by 650% ($0.16 before, $1.20 during)."
+    assert sentences[0] == (
+        "Model spend per run rose by 650% ($0.16 before, $1.20 during: the mean of the finished "
+        "runs, as in the chart)."
+    )
     assert "40 calls reached the vendor during the incident (60 before); 92%" in sentences[1]
+
+
+def test_findings_say_how_each_mode_got_its_tool_back(batch: ReplayBatch) -> None:
+    lags = {"none": 2.0, "fail-fast": 50.0, "run": 2.0, "worker": 2.0, "fleet": 50.0}
+    for replay in batch.replays:
+        summary = {**replay.summary, "recovery_lag_s": lags[replay.mode]}
+        if replay.mode in ("none", "run", "worker"):
+            summary["fleet_reset_reason"] = "its agents do not use the fleet breaker"
+        if replay.mode == "fleet":
+            summary["fleet_reset_reason"] = "no trial call closed it within 20 simulated minutes"
+        replay.summary = summary
+        replay.save(update_fields=["summary"])
+    text = " ".join(replay_findings(outage_comparison(batch=batch)).findings)
+    assert (
+        "web_search was offered and working again after: none 2 s, fail-fast 50 s, run 2 s, "
+        "worker 2 s, fleet 50 s." in text
+    )
+    assert "In mode fleet the fleet breaker did not close by itself (no trial call" in text
+    assert "Modes none, run, worker never consult the fleet breaker" in text
+    assert "In mode fail-fast" not in text

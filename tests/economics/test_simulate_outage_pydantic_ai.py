@@ -59,7 +59,8 @@ def test_the_fleet_replay_through_pydantic_ai_removes_the_tool_and_the_database_
     replay = OutageReplay.objects.get()
     assert replay.scenario["agent"] == "pydantic-ai"
     runs = Run.objects.filter(worker__worker_id__startswith=replay.worker_prefix)
-    assert runs.count() == RUNS + BASELINE_RUNS + TAIL_RUNS
+    # The story's runs, and those the replay played on with until web_search was closed.
+    assert runs.count() == RUNS + BASELINE_RUNS + TAIL_RUNS + fleet["recovery_runs"]
     assert not runs.filter(status=RunStatus.RUNNING).exists()
     # Every web_search call the agents made reached the ledger once, with its HTTP attempts.
     searches = ToolCall.objects.filter(run__in=runs, tool="web_search")

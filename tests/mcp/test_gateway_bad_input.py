@@ -41,6 +41,21 @@ def test_a_missing_command_is_logged_and_the_others_are_served(
         async with connect(gateway_stdio(config, stderr=log), Notes()) as client:
             assert await tool_names(client) == ["web_search", "fetch_page", "echo"]
             assert text_of(await client.call_tool("echo", {"text": "hi"})) == "flaky:hi"
+            # A call of one of its tools (the client cannot know their names: it guesses, or
+            # was configured for the server before the gateway) says which upstream is down
+            # and why.
+            with pytest.raises(MCPError) as prefixed:
+                await client.call_tool("ghost__lookup", {"q": "x"})
+            assert prefixed.value.code == -32602
+            assert str(prefixed.value) == (
+                "unknown tool: 'ghost__lookup': upstream ghost is not running (cannot start "
+                f"it: No such file or directory: '{tmp_path / 'no-such-server'}')"
+            )
+            with pytest.raises(MCPError, match=r"unknown tool: 'lookup'; upstreams not running"
+                               r", whose tools are not served: ghost \(cannot start it: No "
+                               r"such file or directory: '.*no-such-server'\)"):  # fmt: skip
+                await client.call_tool("lookup", {"q": "x"})
+            assert text_of(await client.call_tool("echo", {"text": "again"})) == "flaky:again"
 
     anyio.run(scenario)
     said = log.read_text()
@@ -63,6 +78,25 @@ def test_an_upstream_dying_mid_call_leaves_the_others_serving(tmp_path: Path) ->
 
     anyio.run(scenario)
     assert "upstream one:" in log.read_text()  # the reconnect, logged
+
+
+def test_an_upstream_line_that_is_no_json_rpc_is_logged_and_skipped(
+    flaky: Flaky, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "gateway.json", {"search": flaky.stdio()})
+    log = tmp_path / "gateway.err"
+
+    async def scenario() -> None:
+        async with connect(gateway_stdio(config, stderr=log), Notes()) as client:
+            await tool_names(client)
+            flaky.set(web_search="garbage")
+            for _ in range(3):  # the answer after the stray line is the call's
+                assert text_of(await client.call_tool("web_search", {"text": "q"})) == "flaky:q"
+            assert "web_search" in await tool_names(client)
+            assert text_of(await client.call_tool("echo", {"text": "x"})) == "flaky:x"
+
+    anyio.run(scenario)
+    assert "an upstream sent a line that is no JSON-RPC" in log.read_text()
 
 
 def test_a_10_mb_result_is_answered_with_a_clear_error(flaky: Flaky, tmp_path: Path) -> None:

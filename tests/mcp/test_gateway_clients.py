@@ -7,9 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 
-from scripts.mcp_client_matrix import LABELS, QUICK, markdown, run_matrix
+from scripts.mcp_client_matrix import (
+    LABELS,
+    QUICK,
+    Row,
+    langchain_missing,
+    markdown,
+    run_matrix,
+    ts_client_missing,
+)
 from scripts.testing.mcp_servers import Flaky, gateway_stdio, write_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp-clients.md"
@@ -23,16 +32,59 @@ def test_the_matrix_rows_hold_for_a_relisting_and_a_never_relisting_client() -> 
     assert not never.next_turn_loses_tool and never.calls_refused_before_model_stops == 1
     assert relists.upstream_calls_while_open == never.upstream_calls_while_open == 0
     assert relists.comes_back and never.comes_back
-    # What docs/mcp-clients.md publishes for these rows is what was just measured (all but
-    # the time column).
-    published = DOC.read_text(encoding="utf-8")
-    for line in markdown(list(rows.values())).splitlines()[2:]:
-        label = next(LABELS[name] for name in QUICK if LABELS[name] in line)
+    assert_published(list(rows.values()))
+
+
+def assert_published(rows: list[Row]) -> None:
+    """What docs/mcp-clients.md publishes for these rows is what was just measured (all but
+    the time column)."""
+    published = DOC.read_text(encoding="utf-8").splitlines()
+    for row, line in zip(rows, markdown(rows).splitlines()[2:], strict=True):
         measured = line.rsplit("|", 2)[0]
         assert any(
-            row.startswith(f"| {label} |") and row.rsplit("|", 2)[0] == measured
-            for row in published.splitlines()
+            doc.startswith(f"| {LABELS[row.client]} |") and doc.rsplit("|", 2)[0] == measured
+            for doc in published
         ), f"docs/mcp-clients.md disagrees with the measured row: {measured}"
+
+
+def test_a_client_that_keeps_its_first_list_is_stopped_by_the_refusal() -> None:
+    """Pydantic AI's MCPToolset (fastmcp's client) and the Vercel AI SDK's MCP client."""
+    names = ["pydantic-ai"]
+    if ts_client_missing("@ai-sdk/mcp") is None:
+        names.append("vercel-ai")
+    rows = run_matrix(names, cooldown=0.5)
+    for row in rows:
+        assert not row.next_turn_loses_tool and row.calls_refused_before_model_stops == 1
+        assert row.upstream_calls_while_open == 0 and row.comes_back
+    assert_published(rows)
+    if len(rows) == 1:
+        pytest.skip(f"vercel-ai not measured: {ts_client_missing('@ai-sdk/mcp')}")
+
+
+def test_the_typescript_sdk_client_stops_calling_the_open_tool() -> None:
+    missing = ts_client_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    (row,) = run_matrix(["ts-client"], cooldown=0.5)
+    # Its listChanged handler refreshes after a 300 ms debounce: a turn sooner than that still
+    # sees the tool and is refused once; either way the model stops at no upstream cost.
+    assert row.calls_refused_before_model_stops == (0 if row.next_turn_loses_tool else 1)
+    assert row.upstream_calls_while_open == 0 and row.comes_back
+    assert f"| {LABELS['ts-client']} |" in DOC.read_text(encoding="utf-8")
+
+
+@pytest.mark.timeout(900)  # per-call: every call starts a gateway process
+def test_langchain_adapters_open_a_gateway_per_call_unless_given_one_session() -> None:
+    missing = langchain_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    session, per_call = run_matrix(["langchain-session", "langchain-per-call"], cooldown=0.5)
+    assert not session.next_turn_loses_tool and session.calls_refused_before_model_stops == 1
+    assert session.upstream_calls_while_open == 0 and session.comes_back
+    # A new stdio gateway per call: no streak ever builds, every call reaches the upstream.
+    assert per_call.calls_refused_before_model_stops == 0
+    assert per_call.upstream_calls_while_open == 6 and per_call.comes_back
+    assert_published([session, per_call])
 
 
 def test_a_refusal_says_the_tool_is_out_what_to_do_and_not_to_retry(tmp_path: Path) -> None:

@@ -250,6 +250,83 @@ def test_a_half_open_tools_trial_is_one_client_call_on_one_gateway_of_two(
     assert not any(seen_both), "both gateways offered the half-open tool at once"
 
 
+def calls_and_close() -> tuple[list[tuple[str, str]], tuple[str, dict[str, object]] | None]:
+    """web_search's calls (worker, outcome), and what closed it (cause kind, cause)."""
+    from breakers.models import FleetTransition
+
+    try:
+        calls = [
+            (call.worker.worker_id, call.outcome)
+            for call in ToolCall.objects.filter(tool="web_search").select_related("worker")
+        ]
+        closed = FleetTransition.objects.filter(tool__name="web_search", to_state="closed")
+        last = closed.order_by("seq").last()
+        return calls, None if last is None else (last.cause_kind, last.cause)
+    finally:
+        connection.close()
+
+
+def test_with_no_client_calling_one_gateway_of_two_probes_under_the_fleets_lease(
+    web_server: WebServerProcess,
+    transactional_db: None,
+    fleet_redis: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    from breakers.models import ToolPolicy
+
+    tool = Tool.objects.create(name="web_search")
+    ToolPolicy.objects.create(tool=tool, cooldown_seconds=0.5)  # no Celery probe: a lease
+    tokens = [AgentToken.issue(name=f"gw {i}", worker_id=f"gateway-{i}")[1] for i in range(2)]
+    upstreams = [Flaky(tmp_path / f"flaky-{i}.json") for i in range(2)]
+    probes = {"web_search": {"arguments": {"text": "probe"}}}
+    gateways = [
+        gateway_stdio(
+            write_config(
+                tmp_path / f"gateway-{i}.json",
+                {"search": up.stdio() | {"probes": probes}},
+                agent="desk",
+                probe_after=0.2,
+            ),
+            *("--control-plane", web_server.url, "--token", tokens[i]),
+            *("--worker-id", f"gateway-{i}", "--fleet-poll-interval", "0.2"),
+        )
+        for i, up in enumerate(upstreams)
+    ]
+
+    def upstream_calls() -> list[int]:
+        return [up.calls("web_search") for up in upstreams]
+
+    async def scenario() -> None:
+        async with connect(gateways[0], Notes()) as one, connect(gateways[1], Notes()) as two:
+            for client in (one, two):
+                assert "web_search" in await tool_names(client)
+            await anyio.to_thread.run_sync(open_it)
+            for client in (one, two):
+                with anyio.fail_after(30):
+                    while "web_search" in await tool_names(client):
+                        await anyio.sleep(0.05)
+            assert upstream_calls() == [0, 0]
+            # Half-open, and no client calls: the gateway holding the lease probes, alone.
+            await anyio.to_thread.run_sync(tick_until, "half_open")
+            with anyio.fail_after(30):
+                while await anyio.to_thread.run_sync(tool_state) != "closed":
+                    assert sum(upstream_calls()) <= 1, upstream_calls()
+                    await anyio.sleep(0.02)
+            assert sorted(upstream_calls()) == [0, 1]
+            with anyio.fail_after(30):  # closed: both offer it again
+                for client in (one, two):
+                    while "web_search" not in await tool_names(client):
+                        await anyio.sleep(0.05)
+
+    anyio.run(scenario)
+    prober = f"gateway-{upstream_calls().index(1)}"
+    wait_for(lambda: calls_and_close()[0] != [], "the probe's report")
+    calls, closed_by = calls_and_close()
+    assert calls == [(prober, "success")]
+    assert closed_by is not None and closed_by[0] == "trial"  # the fleet's one trial, by lease
+    assert (closed_by[1]["holder"], closed_by[1]["worker"]) == (f"agent:{prober}", prober)
+
+
 def test_over_http_each_mcp_session_or_conversation_is_one_run(
     web_server: WebServerProcess,
     transactional_db: None,

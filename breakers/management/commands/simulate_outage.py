@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from breakers.replay.outage import (
     MODES,
     REPLAY_SERVER_SETTINGS,
     ReplayError,
+    ReplayResult,
     RunRecord,
     Scenario,
     figures_json,
@@ -105,57 +109,112 @@ class Command(BaseCommand):
         )
         modes = list(MODES) if options["mode"] == "all" else [options["mode"]]
         real_seconds = scenario.total_s / options["speed"] * len(modes)
+        others = len(scenario.run_starts()) - scenario.runs_in_window
         self.stdout.write(
             f"Replaying {scenario.runs_in_window} runs in a {scenario.window_s / 60:g}-minute "
-            f"outage, modes {', '.join(modes)}, at {options['speed']:g}x "
+            f"outage ({others} more before and after it), modes {', '.join(modes)}, at "
+            f"{options['speed']:g}x "
             f"(at least {real_seconds:.0f} s) against {options['url']}, agent "
             f"{options['agent']}; the model takes "
             f"{scenario.wrap_up_steps} step(s) to finish without web_search"
         )
         for warning in server_settings_warnings(speed=options["speed"]):
             self.stderr.write(f"warning: {warning}")
-        progress = Progress(self.stdout.write, total=len(scenario.run_starts()))
+        progress = Progress(self.stdout.write, scenario=scenario)
         try:
-            results = play_outage(
-                scenario=scenario,
-                modes=modes,
-                speed=options["speed"],
-                url=options["url"],
-                agent=options["agent"],
-                fleet_push=options["fleet_sync"] == "push",
-                on_run=progress.run_done,
-                on_mode=progress.mode_started,
-            )
+            with stopped_as_interrupt():
+                results = play_outage(
+                    scenario=scenario,
+                    modes=modes,
+                    speed=options["speed"],
+                    url=options["url"],
+                    agent=options["agent"],
+                    fleet_push=options["fleet_sync"] == "push",
+                    on_run=progress.run_done,
+                    on_mode=progress.mode_started,
+                )
         except ReplayError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(format_table([result.figures for result in results]))
+        for line in recovery_lines(results):
+            self.stdout.write(line)
         if options["json"]:
             figures = figures_json(scenario=scenario, agent=options["agent"], results=results)
             options["json"].write_text(json.dumps(figures, indent=2))
             self.stdout.write(f"wrote {options['json']}")
 
 
-class Progress:
-    """One line per mode every tenth of its runs: mode, runs done, real seconds elapsed."""
+@contextmanager
+def stopped_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``make demo``'s Ctrl-C handler stops the replay with it) raises in the main
+    thread, as Ctrl-C does, so the replay playing marks itself interrupted before exiting."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
-    def __init__(self, write: Any, *, total: int) -> None:
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def recovery_lines(results: Sequence[ReplayResult]) -> list[str]:
+    """How each mode left web_search, in words: back for its agents (or not, and why), and
+    closed in the fleet by a trial (or reset by the replay, and why)."""
+    lines = []
+    for result in results:
+        figures = result.figures
+        lag, extra = result.number("recovery_lag_s"), int(result.number("recovery_runs") or 0)
+        more = f", {extra} run{'s' if extra != 1 else ''} after the story" if extra else ""
+        agents = (
+            f"back for the agents {lag:.0f} s after the vendor{more}"
+            if lag is not None
+            else f"never back for the agents: {figures.get('recovery_note') or 'no figure'}"
+        )
+        if figures.get("fleet_recovered"):
+            fleet = "closed in the fleet, no incident open"
+        else:
+            fleet = (
+                f"its fleet breaker did not close by itself ({figures.get('fleet_reset_reason')}); "
+                "the replay reset it, which resolved its incident"
+            )
+        lines.append(f"{result.mode}: web_search {agents}; {fleet}")
+    return lines
+
+
+class Progress:
+    """One line per mode every tenth of its outage-window runs: mode, those runs done (the
+    figure the README, the table and the Outages page count), the runs before and after the
+    outage done beside them, and real seconds elapsed."""
+
+    def __init__(self, write: Any, *, scenario: Scenario) -> None:
         self.write = write
-        self.total = total
+        self.scenario = scenario
+        self.total = scenario.runs_in_window
         self.lock = threading.Lock()
         self.mode = ""
         self.done = 0
+        self.others = 0
         self.started = time.monotonic()
 
     def mode_started(self, mode: str) -> None:
         with self.lock:
-            self.mode, self.done, self.started = mode, 0, time.monotonic()
+            self.mode, self.done, self.others, self.started = mode, 0, 0, time.monotonic()
         self.write(f"{mode}: started")
 
     def run_done(self, mode: str, record: RunRecord) -> None:
         with self.lock:
+            if not self.scenario.vendor_is_down(record.started_s):
+                self.others += 1
+                return
             self.done += 1
             if self.done == self.total or self.done % max(1, self.total // 10) == 0:
                 self.write(
-                    f"  {mode}: {self.done}/{self.total} runs done, "
+                    f"  {mode}: {self.done}/{self.total} outage-window runs done "
+                    f"({self.others} before or after it), "
                     f"{time.monotonic() - self.started:.0f} s elapsed"
                 )

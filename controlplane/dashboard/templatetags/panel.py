@@ -264,6 +264,8 @@ _ACTION_LABELS = {
     "force_close": "Force close",
     "release": "Release",
     "reset": "Reset",
+    "acknowledge": "Acknowledge",
+    "silence": "Silence",
 }
 
 

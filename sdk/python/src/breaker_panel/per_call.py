@@ -19,7 +19,7 @@ from breaker_panel.classify import ToolFailure
 from breaker_panel.client import ControlPlane, Run
 from breaker_panel.core import ToolBreaker
 from breaker_panel.notice import Removal, render_notice
-from breaker_panel.vocabulary import Scope
+from breaker_panel.vocabulary import Scope, State
 from breaker_panel.worker import RunBreakers, WorkerBreakers
 
 __all__ = ["CallRecord", "FleetBreakers", "LocalBreakers", "PerCallBreakers", "refusal"]
@@ -138,6 +138,23 @@ class PerCallBreakers:
         may change by itself (None: none of them is open at worker scope)."""
         due = [self.worker.retry_in(n) for n in names if self.worker.is_open(n)]
         return min(due) if due else None
+
+    def needs_trial(self, name: str) -> bool:
+        """Is `name` not closed, at worker scope or a wider one, so that its next allowed call
+        is a half-open trial (the gateway's probe looks at tools it offers, for which this
+        means: the trial is due and this worker may make it)?"""
+        if self.worker.state(name) is not State.CLOSED:
+            return True
+        for source in self._sources():
+            status = source.snapshot().get(name)
+            if status is None or status.state not in (State.OPEN, State.HALF_OPEN):
+                continue
+            # A lease-trial scope: only while this worker holds a lease it has not used (a
+            # trial made is decided by the control plane, not made again).
+            trials = getattr(source, "trials", None)
+            if trials is None or name in trials():
+                return True
+        return False
 
     def close(self) -> None:
         """Flush what is buffered (a ControlPlane) and stop."""

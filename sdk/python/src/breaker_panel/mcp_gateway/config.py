@@ -36,6 +36,9 @@ class UpstreamConfig:
     cwd: str | None = None
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    # Tool name (as this upstream names it) -> the arguments of the call the gateway makes as
+    # its half-open trial when no client calls it (probe.py).
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def transport(self) -> str:
@@ -75,6 +78,9 @@ class GatewayConfig:
     list_ttl: float = 300.0
     # The environment variable holding the control-plane token ("": BREAKER_PANEL_TOKEN).
     token_env: str = ""
+    # A half-open tool with a probe that no client calls for this long gets the probe as its
+    # trial.
+    probe_after: float = 10.0
     # Result checks on every call (the `checks` block, mcp_gateway/checks.py): on by default.
     checks: ChecksConfig = field(default_factory=ChecksConfig)
 
@@ -94,7 +100,7 @@ class GatewayConfig:
         _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
                      "connect_timeout", "agent", "breaker", "token_env",
                      "health_interval", "health_timeout", "max_result_bytes",
-                     "session_idle_timeout", "list_ttl", "checks"},
+                     "session_idle_timeout", "list_ttl", "probe_after", "checks"},
               "the config")  # fmt: skip
         raw = data.get("servers", data.get("mcpServers"))
         servers = _object(raw, "servers")
@@ -138,6 +144,7 @@ class GatewayConfig:
                 data, "session_idle_timeout", 1800.0, "session_idle_timeout"
             ),
             list_ttl=_positive(data, "list_ttl", 300.0, "list_ttl"),
+            probe_after=_positive(data, "probe_after", 10.0, "probe_after"),
         )
 
 
@@ -146,14 +153,17 @@ def _upstream(name: str, spec: Any) -> UpstreamConfig:
     if not _NAME.match(name):
         raise ConfigError(f"{where}: a server name is 1-64 letters, digits, _ or -")
     spec = _object(spec, where)
-    _only(spec, {"command", "args", "env", "cwd", "url", "headers"}, where)
+    _only(spec, {"command", "args", "env", "cwd", "url", "headers", "probes"}, where)
+    probes = _probes(spec.get("probes", {}), f"{where}.probes")
     if ("command" in spec) == ("url" in spec):
         raise ConfigError(f"{where}: give either command (stdio) or url (streamable HTTP)")
     if "url" in spec:
         url = spec["url"]
         if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
             raise ConfigError(f"{where}.url must be an http(s):// URL")
-        return UpstreamConfig(name, url=url, headers=_strings(spec, "headers", where))
+        return UpstreamConfig(
+            name, url=url, headers=_strings(spec, "headers", where), probes=probes
+        )
     command = spec["command"]
     if not isinstance(command, str) or not command:
         raise ConfigError(f"{where}.command must be a non-empty string")
@@ -164,8 +174,26 @@ def _upstream(name: str, spec: Any) -> UpstreamConfig:
     if cwd is not None and not isinstance(cwd, str):
         raise ConfigError(f"{where}.cwd must be a string")
     return UpstreamConfig(
-        name, command=command, args=tuple(args), env=_strings(spec, "env", where), cwd=cwd
+        name,
+        command=command,
+        args=tuple(args),
+        env=_strings(spec, "env", where),
+        cwd=cwd,
+        probes=probes,
     )
+
+
+def _probes(data: Any, where: str) -> dict[str, dict[str, Any]]:
+    """`{"<tool>": {"arguments": {...}}}`: the call that is the tool's trial when nobody calls."""
+    data = _object(data, where)
+    probes: dict[str, dict[str, Any]] = {}
+    for tool, spec in data.items():
+        if not tool or len(tool) > 128:
+            raise ConfigError(f"{where}: a tool name is 1-128 characters")
+        spec = _object(spec, f"{where}.{tool}")
+        _only(spec, {"arguments"}, f"{where}.{tool}")
+        probes[tool] = _object(spec.get("arguments", {}), f"{where}.{tool}.arguments")
+    return probes
 
 
 def _breaker(data: Any) -> BreakerSettings:

@@ -4,7 +4,8 @@ Every `tools/call` goes through the breaker: an open tool is answered at once wi
 result carrying the notice, anything else is relayed to its upstream as plain JSON-RPC (see
 passthrough.py) and its outcome classified and recorded. After each call, each fleet sync and
 every `check_interval`, the offered set is computed again; when it changed, every client
-session is sent `notifications/tools/list_changed`.
+session is sent `notifications/tools/list_changed`. A half-open tool that no client calls gets
+its configured probe as its trial (probe.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
     UnknownTool,
     malformed,
 )
+from breaker_panel.mcp_gateway.probe import Prober  # noqa: E402
 from breaker_panel.mcp_gateway.upstream import Upstream  # noqa: E402
 from breaker_panel.per_call import PerCallBreakers  # noqa: E402
 
@@ -126,6 +128,8 @@ class Gateway:
         self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.called: dict[str, float] = {}  # exposed name -> when a call of it last came
+        self.prober = Prober(self)  # the trial of a half-open tool nobody calls (probe.py)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -143,6 +147,8 @@ class Gateway:
                     logger.warning("upstream %s is not connected yet", upstream.name)
             await self.refresh(notify=False)
             group.start_soon(self._watch)
+            if any(upstream.config.probes for upstream in self.upstreams):
+                group.start_soon(self.prober.run)
             await serve(self)
             self.breakers.end_session(STDIO_SESSION)
             # The client is gone; a stdio client kills us a few seconds after closing our
@@ -321,7 +327,8 @@ class Gateway:
         raises if the upstream's result is malformed (a retryable failure)."""
         entry = self.catalog.get(name)
         if entry is None:
-            raise UnknownTool(f"unknown tool: {name[:100]!r}")
+            raise UnknownTool(self._unknown(name))
+        self.called[name] = anyio.current_time()  # a client's call is the trial: no probe
         record = self.breakers.begin(name, session=session, others=self.offered)
         if record.refused:
             await self.refresh()  # the client listed before this tool went away
@@ -336,6 +343,20 @@ class Gateway:
                 record.abandon()
         await self.refresh()
         return result
+
+    def _unknown(self, name: str) -> str:
+        """What a call of a name the gateway does not serve is told: the name, and each
+        upstream that is not connected with why (a missing command, say), since the tool may
+        be one of theirs."""
+        text = f"unknown tool: {name[:100]!r}"
+        down = [u for u in self.upstreams if u.client is None and u.problem]
+        if not down:
+            return text
+        prefix = next((u for u in down if name.startswith(u.name + self.config.separator)), None)
+        if prefix is not None:
+            return f"{text}: upstream {prefix.name} is not running ({prefix.problem})"
+        named = "; ".join(f"{u.name} ({u.problem})" for u in down[:5])
+        return f"{text}; upstreams not running, whose tools are not served: {named}"
 
     async def _pass_on(
         self,

@@ -60,6 +60,9 @@ class Upstream:
         self.client: Client | None = None
         self.link: RawLink | RawStdioLink | None = None  # what tools/call takes, while connected
         self.attempted = anyio.Event()  # the first connection attempt is over (either way)
+        # Why the upstream is not connected ("" while it is, or before the first attempt): what
+        # a client calling one of its tools, or a name it does not serve, is told.
+        self.problem = ""
         self._on_tools = on_tools
         self._wake = anyio.Event()
         self._restart = False
@@ -80,12 +83,13 @@ class Upstream:
                         await self._load_tools(client)
                         startup.deadline = math.inf
                         delay = 0.5
+                        self.problem = ""
                         self.attempted.set()
                         await self._serve(client)
                 if startup.cancelled_caught:
                     raise TimeoutError
             except Exception as exc:  # noqa: BLE001 - any failure of the link means: reconnect
-                reason = _describe(exc)
+                reason = self.problem = _describe(exc)
                 logger.warning("upstream %s: %s; reconnecting in %.1f s", self.name, reason, delay)
             finally:
                 self.client = self.link = None
@@ -105,7 +109,8 @@ class Upstream:
         `raw=False` through the SDK's client session, as a validated CallToolResult."""
         client, link = self.client, self.link
         if client is None or link is None:
-            raise ConnectionError(f"upstream {self.name} is not connected")
+            why = f" ({self.problem})" if self.problem else ""
+            raise ConnectionError(f"upstream {self.name} is not connected{why}")
         params: dict[str, Any] = {"name": tool}
         if arguments is not None:
             params["arguments"] = arguments
@@ -129,7 +134,8 @@ class Upstream:
     def _drop(self, client: Client, why: BaseException) -> None:
         """The link of `client` is broken: connect again (unless that was done already)."""
         if client is self.client:
-            logger.warning("upstream %s: %s; reconnecting", self.name, _describe(why))
+            self.problem = _describe(why)
+            logger.warning("upstream %s: %s; reconnecting", self.name, self.problem)
             self._restart = True
             self._wake.set()
 
@@ -154,6 +160,7 @@ class Upstream:
                 await self._load_tools(client)
         except Exception as exc:  # noqa: BLE001 - any failure means: reconnect
             reason = "no answer" if isinstance(exc, TimeoutError) else f"{exc}"
+            self.problem = f"failed its health check (tools/list): {reason or type(exc).__name__}"
             logger.warning(
                 "upstream %s failed its health check (tools/list): %s; reconnecting",
                 self.name, reason or type(exc).__name__,

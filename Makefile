@@ -16,7 +16,7 @@ FUZZ_EXAMPLES ?= 100
 # package-lock.json; without npm the tests that need it skip and say so.
 MCP_TS := tests/mcp/ts
 
-.PHONY: venv mcp1 mcp-ts services system-packages browser-deps screenshots test fuzz lint typecheck bench demo example sdk clean replay-check
+.PHONY: venv mcp1 mcp-ts services system-packages browser-deps screenshots test fuzz lint typecheck bench demo example sdk clean replay-check replay-ways
 
 venv: $(BIN)/.installed
 
@@ -89,6 +89,10 @@ demo: venv
 # The outage replay's figures on a quiet and on a busy machine (about 6 minutes).
 replay-check: venv
 	@scripts/replay_check.sh
+
+# The outage replay with prompt caching on, per provider, mode and way (about 40 minutes).
+replay-ways: venv
+	@scripts/replay_ways.sh
 
 example: venv
 	$(BIN)/python -m breaker_panel.example

@@ -174,15 +174,15 @@ def measure_cost(calls: int) -> list[str]:
 
     ingest_batch(worker_id="w1", events=[_run_started("bench-run")])
     hooks = ingest.apply_fleet_outcomes, ingest.fleet_state_for_reply
-    stubs = (lambda *, tool_calls: None), (lambda: {"version": 0, "tools": {}})
+    stubs = (lambda *, tool_calls, model_calls=(): None), (lambda: {"version": 0, "tools": {}})
     with_fleet = Timing("`ingest_batch`, 1 tool.call, fleet hooks on", [])
     without = Timing("`ingest_batch`, 1 tool.call, fleet hooks off", [])
     in_place = Timing("both fleet hooks, timed inside those `ingest_batch` calls", [])
     spent: list[float] = []
 
-    def timed_apply(*, tool_calls: Any) -> None:
+    def timed_apply(*, tool_calls: Any, model_calls: Any = ()) -> None:
         started = time.perf_counter_ns()
-        hooks[0](tool_calls=tool_calls)
+        hooks[0](tool_calls=tool_calls, model_calls=model_calls)
         spent.append((time.perf_counter_ns() - started) / 1000)
 
     def timed_reply() -> dict[str, Any]:
@@ -244,6 +244,51 @@ def measure_cost(calls: int) -> list[str]:
         f"(`redis-benchmark -c 50`, p99 {many['p99_latency_ms']:.2f} ms).",
     ]
     return lines
+
+
+def measure_spend_cost(calls: int) -> list[str]:
+    """Ingest of a batch of one model call and one failed tool call (a new run each time), with
+    the spend rule off (the default: one SMEMBERS) and on (every tool: two scripts), in
+    alternating blocks so the load of a shared machine falls on both alike. One worker: the
+    rule never opens the tool, so every call takes the longest path of both scripts."""
+    from django.test import override_settings
+
+    from runs.services import ingest_batch
+
+    runs = [f"spend-run-{i}" for i in range(calls + 200)]
+    for start in range(0, len(runs), 500):
+        ingest_batch(worker_id="w1", events=[_run_started(r) for r in runs[start : start + 500]])
+    on = Timing("`ingest_batch`, model.call + tool.call, spend rule on", [])
+    off = Timing("`ingest_batch`, model.call + tool.call, spend rule off (default)", [])
+    block = 50
+    for index, start in enumerate(range(0, len(runs), block)):
+        timing = on if index % 2 else off
+        rule = override_settings(BREAKER_SPEND_AMOUNT_USD=1000.0 if timing is on else 0.0)
+        rule.enable()
+        try:
+            for run_id in runs[start : start + block]:
+                events = [_model_call(run_id), _tool_call(run_id, 0)]
+                started = time.perf_counter_ns()
+                ingest_batch(worker_id="w1", events=events)
+                if start >= 200:  # the first blocks warm up
+                    timing.samples_us.append((time.perf_counter_ns() - started) / 1000)
+        finally:
+            rule.disable()
+    p_on, p_off = statistics.median(on.samples_us), statistics.median(off.samples_us)
+    return [
+        "| layer | calls | mean µs | p50 µs | p99 µs | |",
+        "|---|---:|---:|---:|---:|---:|",
+        off.row(None),
+        on.row(None),
+        "",
+        f"The spend rule on adds {p_on - p_off:.0f} µs to the median of such a batch "
+        f"({p_on / p_off:.2f}x).",
+    ]
+
+
+def _model_call(run_id: str) -> dict[str, Any]:
+    return {"id": f"{run_id}-m", "type": "model.call", "ts": _now_iso(), "run_id": run_id,
+            "input_tokens": 5200, "output_tokens": 310, "cost_usd": 0.061}  # fmt: skip
 
 
 def _run_started(run_id: str) -> dict[str, Any]:
@@ -671,7 +716,7 @@ def main() -> None:
     add_database_arguments(parser, "fleet", redis_url=False)
     parser.add_argument(
         "--part",
-        choices=["cost", "propagation", "both", "trials", "rogue", "scale"],
+        choices=["cost", "propagation", "both", "trials", "rogue", "scale", "spend"],
         default="both",
         help="both: cost and propagation; scale: trials and rogue",
     )
@@ -704,6 +749,8 @@ def main() -> None:
         try:
             if args.part in ("cost", "both"):
                 report += [*measure_cost(args.calls), ""]
+            if args.part == "spend":
+                report += [*measure_spend_cost(args.calls), ""]
             if args.part in ("propagation", "both"):
                 token = manage(env, "create_agent_token", "bench").strip().splitlines()[-1]
                 # Every worker may hold a long-poll: threads for all of them, plus ingest's.

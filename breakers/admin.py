@@ -51,6 +51,7 @@ class ToolPolicyInline(admin.StackedInline):
     fields = [
         ("threshold", "min_workers"),
         ("cooldown_seconds", "max_cooldown_seconds"),
+        ("spend_amount_usd", "spend_window_seconds"),
         "probe_kind",
         ("probe_url", "probe_method", "probe_expected_status"),
         "probe_callable",

@@ -82,6 +82,8 @@ _SETTING_BOUNDS: dict[str, tuple[str | None, float, float]] = {
     "BREAKER_MIN_WORKERS": ("min_workers", 0, 0),
     "BREAKER_COOLDOWN_SECONDS": ("cooldown_seconds", 0, 0),
     "BREAKER_MAX_COOLDOWN_SECONDS": ("max_cooldown_seconds", 0, 0),
+    "BREAKER_SPEND_AMOUNT_USD": ("spend_amount_usd", 0, 0),
+    "BREAKER_SPEND_WINDOW_SECONDS": ("spend_window_seconds", 0, 0),
     "BREAKER_TRIAL_LEASE_SECONDS": (None, 1.0, 3600.0),
     "BREAKER_DEDUPE_TTL_SECONDS": (None, 60.0, 30 * 86_400.0),
     "BREAKER_STALE_OUTCOME_SECONDS": (None, 0.0, 3600.0),

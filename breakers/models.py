@@ -24,6 +24,8 @@ from breakers.fleet.rules import (
     Forced,
     OperatorActionKind,
     TrialMode,
+    micro_usd,
+    opening_rule,
 )
 from breakers.fleet.store import PolicyOverrides
 from breakers.probes.runner import probe_callable_allowed
@@ -119,8 +121,19 @@ POLICY_BOUNDS: dict[str, tuple[float, float]] = {
     "max_cooldown_seconds": (0.1, 604_800.0),
     "probe_expected_status": (100, 599),
     "probe_timeout_seconds": (0.1, 60.0),
+    # The spend rule: 0 USD is off (for a tool: off even when the setting turns it on); the
+    # window stays within the hour the agents' run logs are kept for (breakers/fleet/store.py).
+    "spend_amount_usd": (0.0, 100_000.0),
+    "spend_window_seconds": (10.0, 3600.0),
 }
-_NULLABLE_POLICY_NUMBERS = ("threshold", "min_workers", "cooldown_seconds", "max_cooldown_seconds")
+_NULLABLE_POLICY_NUMBERS = (
+    "threshold",
+    "min_workers",
+    "cooldown_seconds",
+    "max_cooldown_seconds",
+    "spend_amount_usd",
+    "spend_window_seconds",
+)
 
 
 def policy_bound_error(field: str, value: float | None) -> str | None:
@@ -166,6 +179,11 @@ class ToolPolicy(models.Model):
     probe_expected_status = models.PositiveSmallIntegerField(default=200)
     probe_timeout_seconds = models.FloatField(default=5.0)
     probe_callable = models.CharField(max_length=300, blank=True)
+    # Empty: the setting (BREAKER_SPEND_AMOUNT_USD, BREAKER_SPEND_WINDOW_SECONDS); 0 USD: off.
+    spend_amount_usd = models.FloatField(
+        null=True, blank=True, help_text="USD burned by failing runs that opens it; 0 turns it off"
+    )
+    spend_window_seconds = models.FloatField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.CharField(max_length=200, blank=True)
 
@@ -210,6 +228,10 @@ class ToolPolicy(models.Model):
             cooldown_ms=_ms_or_none(self.cooldown_seconds),
             max_cooldown_ms=_ms_or_none(self.max_cooldown_seconds),
             trial=TrialMode.PROBE if self.probe_kind else None,
+            spend_amount_micro=None
+            if self.spend_amount_usd is None
+            else micro_usd(self.spend_amount_usd),
+            spend_window_ms=_ms_or_none(self.spend_window_seconds),
         )
 
 
@@ -219,6 +241,8 @@ def default_policy() -> FleetPolicy:
         cooldown_ms=round(settings.BREAKER_COOLDOWN_SECONDS * 1000),
         max_cooldown_ms=round(settings.BREAKER_MAX_COOLDOWN_SECONDS * 1000),
         min_workers=settings.BREAKER_MIN_WORKERS,
+        spend_amount_micro=micro_usd(settings.BREAKER_SPEND_AMOUNT_USD),
+        spend_window_ms=round(settings.BREAKER_SPEND_WINDOW_SECONDS * 1000),
     )
 
 
@@ -232,6 +256,10 @@ def effective_policy(policy: ToolPolicy | None) -> FleetPolicy:
         max_cooldown_ms=_ms_or_none(policy.max_cooldown_seconds) or base.max_cooldown_ms,
         min_workers=policy.min_workers or base.min_workers,
         trial=policy.trial,
+        spend_amount_micro=base.spend_amount_micro
+        if policy.spend_amount_usd is None
+        else micro_usd(policy.spend_amount_usd),
+        spend_window_ms=_ms_or_none(policy.spend_window_seconds) or base.spend_window_ms,
     )
 
 
@@ -326,9 +354,10 @@ class FleetTransition(models.Model):
     auto_to = models.CharField(max_length=20, choices=AutoState)
     forced = models.CharField(max_length=20, choices=ForcedState, blank=True)
     cause_kind = models.CharField(max_length=20, choices=[(c.value, c.value) for c in CauseKind])
-    # failures: consecutive, workers {id: failures}, events [ids]; cooldown: cooldown_ms,
-    # window; trial: window, holder, outcome (+ event_id and worker, or probe); operator: action,
-    # reason, actor.
+    # failures: consecutive, workers {id: failures}, events [ids]; spend: rule, spend_usd,
+    # amount_usd, window_seconds, runs, run_keys, workers {id: runs}, workers_spend_usd;
+    # cooldown: cooldown_ms, window; trial: window, holder, outcome (+ event_id and worker, or
+    # probe); operator: action, reason, actor.
     cause = models.JSONField(default=dict)
     reason = models.TextField(blank=True)
     probe = models.ForeignKey(
@@ -351,6 +380,14 @@ class FleetTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.from_state} -> {self.to_state}"
+
+    @property
+    def opening_rule(self) -> str | None:
+        """``"consecutive"`` or ``"spend"`` when an automatic rule opened the tool here (the
+        spend-avoided ledger counts from ``at``); None for any other transition."""
+        if self.from_state in OUT_STATES or self.to_state not in OUT_STATES:
+            return None
+        return opening_rule(self.cause_kind)
 
 
 class Incident(models.Model):

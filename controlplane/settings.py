@@ -197,6 +197,12 @@ BREAKER_THRESHOLD = envint("BREAKER_THRESHOLD", 5)
 BREAKER_COOLDOWN_SECONDS = envfloat("BREAKER_COOLDOWN_SECONDS", 30.0)
 BREAKER_MAX_COOLDOWN_SECONDS = envfloat("BREAKER_MAX_COOLDOWN_SECONDS", 300.0)
 BREAKER_MIN_WORKERS = envint("BREAKER_MIN_WORKERS", 2)
+# The spend rule: a tool also opens fleet-wide (on the same quorum) once the model spend of runs
+# whose calls to it all failed passes this many USD within BREAKER_SPEND_WINDOW_SECONDS. 0 (the
+# default) turns it off for every tool without a policy amount of its own: the right amount
+# depends on what a fleet's runs cost (docs/adr/0201-spend-rule-off-by-default.md).
+BREAKER_SPEND_AMOUNT_USD = envfloat("BREAKER_SPEND_AMOUNT_USD", 0.0)
+BREAKER_SPEND_WINDOW_SECONDS = envfloat("BREAKER_SPEND_WINDOW_SECONDS", 600.0)
 # Who counts towards min_workers: distinct agent "tokens" (the default: a token, bound to its
 # worker or not, counts once, so one token cannot forge the quorum by making up worker ids) or
 # distinct "workers" (worker ids: an opt-in for a fleet that shares one token, which any holder

@@ -8,12 +8,13 @@ from typing import Any
 
 from breakers.fleet_service import (
     FLEET_STORE_ERRORS,
+    fleet_record_spend,
     fleet_record_tool_calls,
     fleet_state,
     fleet_state_from_database,
     fleet_store,
 )
-from runs.fleet_interface import AcceptedToolCall
+from runs.fleet_interface import AcceptedModelCall, AcceptedToolCall
 
 __all__ = ("FleetBreakerUpdater",)
 
@@ -28,6 +29,11 @@ class FleetBreakerUpdater:
 
     def record_tool_calls(self, calls: Sequence[AcceptedToolCall]) -> object:
         return fleet_record_tool_calls(calls=calls)
+
+    def record_spend(
+        self, tool_calls: Sequence[AcceptedToolCall], model_calls: Sequence[AcceptedModelCall]
+    ) -> object:
+        return fleet_record_spend(tool_calls=tool_calls, model_calls=model_calls)
 
     def state(self) -> dict[str, Any]:
         return fleet_state().as_json()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ("AcceptedToolCall", "FleetUpdater", "NoFleet")
+__all__ = ("AcceptedModelCall", "AcceptedToolCall", "FleetUpdater", "NoFleet")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +34,25 @@ class AcceptedToolCall:
     # Who made the call, for the trial lease: the worker, not the voter. Several workers may share
     # one unbound token (one voter), yet only one of them holds a trial; "" means ``worker_id``.
     holder: str = ""
+    # The run, unique across workers and tokens (its worker's ledger prefix and run id): the
+    # spend rule follows each run's calls to a tool. "" (a backlog row from before) skips it.
+    run_key: str = ""
 
     @property
     def lease_holder(self) -> str:
         return self.holder or self.worker_id
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedModelCall:
+    """An accepted ``model.call`` event on its way to the fleet's spend rule (new, or resent)."""
+
+    event_id: str
+    ts: datetime
+    voter: str  # who the run counts for in the fleet's quorum, as ``AcceptedToolCall.worker_id``
+    run_key: str
+    cost_usd: float
+    dedupe_id: str = ""  # unique across workers and tokens; event_id if empty
 
 
 class FleetUpdater(Protocol):
@@ -52,6 +67,11 @@ class FleetUpdater(Protocol):
 
     def record_tool_calls(self, calls: Sequence[AcceptedToolCall]) -> object:
         """Count accepted calls towards their tools' breakers."""
+
+    def record_spend(
+        self, tool_calls: Sequence[AcceptedToolCall], model_calls: Sequence[AcceptedModelCall]
+    ) -> object:
+        """Count the model spend of runs whose calls to a tool all failed (the spend rule)."""
 
     def state(self) -> dict[str, Any]:
         """The fleet state in the shape of ``GET /api/v1/fleet``."""
@@ -69,6 +89,11 @@ class NoFleet:
         return None
 
     def record_tool_calls(self, calls: Sequence[AcceptedToolCall]) -> None:
+        return None
+
+    def record_spend(
+        self, tool_calls: Sequence[AcceptedToolCall], model_calls: Sequence[AcceptedModelCall]
+    ) -> None:
         return None
 
     def state(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from runs.fleet_interface import AcceptedToolCall, FleetUpdater
+from runs.fleet_interface import AcceptedModelCall, AcceptedToolCall, FleetUpdater
 from runs.models import AgentToken, FleetBacklog
 
 __all__ = (
@@ -82,22 +82,35 @@ def fleet_ready() -> None:
     fleet_updater().ready()
 
 
-def apply_fleet_outcomes(*, tool_calls: Sequence[AcceptedToolCall]) -> None:
-    """Hand the batch's new ``tool.call`` events to the fleet after the ingest transaction
-    committed, so the fleet never holds an event whose rows were rolled back.
+def apply_fleet_outcomes(
+    *, tool_calls: Sequence[AcceptedToolCall], model_calls: Sequence[AcceptedModelCall] = ()
+) -> None:
+    """Hand the batch's new ``tool.call`` (and ``model.call``) events to the fleet after the
+    ingest transaction committed, so the fleet never holds an event whose rows were rolled back.
 
-    If the fleet store fails now, the rows stay committed and the calls wait in the
+    If the fleet store fails now, the rows stay committed and the tool calls wait in the
     ``FleetBacklog`` table; Celery's fleet tick applies them when the store answers again (the
     store recognises event ids it has already counted, so a partial apply is not counted twice).
+    The spend rule is not backlogged: it only ever opens a tool earlier than the consecutive
+    rule, which the backlog keeps whole (docs/adr/0201-spend-rule-off-by-default.md).
     """
-    if not tool_calls:
+    if not tool_calls and not model_calls:
         return
     fleet = fleet_updater()
+    if tool_calls:
+        try:
+            fleet.record_tool_calls(tool_calls)
+        except fleet.store_errors:
+            logger.warning("fleet store failed after commit; %d tool calls wait", len(tool_calls))
+            FleetBacklog.objects.create(calls=[backlog_item(call) for call in tool_calls])
+            return
     try:
-        fleet.record_tool_calls(tool_calls)
+        fleet.record_spend(tool_calls, model_calls)
     except fleet.store_errors:
-        logger.warning("fleet store failed after commit; %d tool calls wait", len(tool_calls))
-        FleetBacklog.objects.create(calls=[backlog_item(call) for call in tool_calls])
+        logger.warning(
+            "fleet store failed after commit; the spend rule misses %d model calls",
+            len(model_calls),
+        )
 
 
 def backlog_item(call: AcceptedToolCall) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from runs.batch_checks import (
     Rejection,
     validate_events,
 )
-from runs.fleet_interface import AcceptedToolCall
+from runs.fleet_interface import AcceptedModelCall, AcceptedToolCall
 from runs.ingest_fleet import (
     apply_fleet_outcomes,
     fleet_identity,
@@ -157,6 +157,8 @@ class _Plan:
     writes: Writes
     fleet_calls: list[AcceptedToolCall]
     ledger_prefix: str = ""  # ledger_key(worker_pk, ""): this worker's part of every ledger key
+    # The batch's new model calls, for the fleet's spend rule.
+    model_calls: list[AcceptedModelCall] = field(default_factory=list)
 
 
 class TokenMismatch(BatchRefused):
@@ -235,8 +237,10 @@ def ingest_batch(
         if not committing or not _commit_landed(claim, fresh):
             raise
         logger.warning("ingest commit was not acknowledged but landed: %s", exc)
-    resent = _resent_tool_calls(valid, claim=claim, who=who, now=now)
-    apply_fleet_outcomes(tool_calls=[*plan.fleet_calls, *resent])
+    resent, resent_models = _resent_calls(valid, claim=claim, who=who, now=now)
+    apply_fleet_outcomes(
+        tool_calls=[*plan.fleet_calls, *resent], model_calls=[*plan.model_calls, *resent_models]
+    )
     rejected.sort(key=lambda r: r.index)
     return IngestResult(
         accepted=len(fresh) - len(plan.rejected),
@@ -271,7 +275,7 @@ class _FleetWho:
     holder: str
 
     def tool_call(
-        self, event: ToolCallEvent, *, dedupe_id: str, resent: bool = False
+        self, event: ToolCallEvent, *, dedupe_id: str, run_key: str, resent: bool = False
     ) -> AcceptedToolCall:
         """``event`` as the fleet store takes it, counted for this batch's voter and holder."""
         return AcceptedToolCall(
@@ -287,35 +291,55 @@ class _FleetWho:
             trial=event.trial,
             dedupe_id=dedupe_id,
             resent=resent,
+            run_key=run_key,
+        )
+
+    def model_call(
+        self, event: ModelCallEvent, *, dedupe_id: str, run_key: str
+    ) -> AcceptedModelCall:
+        """``event`` as the fleet's spend rule takes it."""
+        return AcceptedModelCall(
+            event_id=event.id,
+            ts=event.ts,
+            voter=self.voter,
+            run_key=run_key,
+            cost_usd=event.cost_usd,
+            dedupe_id=dedupe_id,
         )
 
 
-def _resent_tool_calls(
+def _resent_calls(
     valid: list[tuple[int, Event]], *, claim: Claim, who: _FleetWho, now: datetime
-) -> list[AcceptedToolCall]:
-    """The tool calls of a resend that were stored before, for the fleet store, which counts
-    each event id once: those a lost commit acknowledgement kept from the fleet are counted now,
-    the others are recognised and change nothing. Only calls first stored within the store's
-    memory (``BREAKER_DEDUPE_TTL_SECONDS``, by the ledger's server-side time) are handed on, so
-    none is counted twice. One query, only for a batch that resends tool calls."""
-    resent: dict[str, ToolCallEvent] = {
+) -> tuple[list[AcceptedToolCall], list[AcceptedModelCall]]:
+    """The tool (and model) calls of a resend that were stored before, for the fleet store,
+    which counts each event id once: those a lost commit acknowledgement kept from the fleet
+    are counted now, the others are recognised and change nothing. Only calls first stored
+    within the store's memory (``BREAKER_DEDUPE_TTL_SECONDS``, by the ledger's server-side time)
+    are handed on, so none is counted twice. One query, only for a batch that resends calls."""
+    resent: dict[str, ToolCallEvent | ModelCallEvent] = {
         ledger_key(claim.worker_pk, event.id): event
         for _, event in valid
-        if isinstance(event, ToolCallEvent) and event.id not in claim.new_event_ids
+        if isinstance(event, ToolCallEvent | ModelCallEvent) and event.id not in claim.new_event_ids
     }
     if not resent:
-        return []
+        return [], []
     remembered_since = now - timedelta(seconds=settings.BREAKER_DEDUPE_TTL_SECONDS)
     recent = set(
         IngestedEvent.objects.filter(
             event_id__in=resent, received_at__gt=remembered_since
         ).values_list("event_id", flat=True)
     )
-    return [  # in the batch's order: the fleet breaker counts outcomes in sequence
-        who.tool_call(event, dedupe_id=key, resent=True)
-        for key, event in resent.items()
-        if key in recent
-    ]
+    tools: list[AcceptedToolCall] = []  # in the batch's order: outcomes count in sequence
+    models: list[AcceptedModelCall] = []
+    for key, event in resent.items():
+        if key not in recent:
+            continue
+        run_key = ledger_key(claim.worker_pk, event.run_id)
+        if isinstance(event, ToolCallEvent):
+            tools.append(who.tool_call(event, dedupe_id=key, run_key=run_key, resent=True))
+        else:
+            models.append(who.model_call(event, dedupe_id=key, run_key=run_key))
+    return tools, models
 
 
 def _plan(fresh: list[tuple[int, Event]], *, claim: Claim, who: _FleetWho) -> _Plan:
@@ -458,6 +482,13 @@ def _add(
             event.id, ref.run_id, event.ts, event.step, event.model, event.input_tokens,
             event.output_tokens, cost, event.duration_ms,
         ))  # fmt: skip
+        plan.model_calls.append(
+            who.model_call(
+                event,
+                dedupe_id=plan.ledger_prefix + event.id,
+                run_key=plan.ledger_prefix + ref.run_id,
+            )
+        )
     elif isinstance(event, ToolCallEvent):
         attempts = _attempts(event)
         totals, room = ref.totals, ref.room
@@ -481,7 +512,13 @@ def _add(
             event.duration_ms, event.error,
         ))  # fmt: skip
         # dedupe_id: ledger_key(worker_pk, event.id), its prefix computed once per batch
-        plan.fleet_calls.append(who.tool_call(event, dedupe_id=plan.ledger_prefix + event.id))
+        plan.fleet_calls.append(
+            who.tool_call(
+                event,
+                dedupe_id=plan.ledger_prefix + event.id,
+                run_key=plan.ledger_prefix + ref.run_id,
+            )
+        )
     return None
 
 

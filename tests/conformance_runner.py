@@ -29,6 +29,7 @@ from breaker_panel import (
 )
 from breaker_panel.core import step_budget_fraction
 from breaker_panel.notice import SemanticStrike
+from breaker_panel.ways import Toolset
 from tests.sdk.support import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1] / "sdk" / "conformance"
@@ -244,6 +245,12 @@ class Target:
     def available(self, label: str, tools: list[Any]) -> list[Any]:
         return list(self.breakers(label).available(tools))
 
+    def toolset(self, label: str, tools: list[Any], way: str | None, tool_choice: Any) -> Toolset:
+        return self.breakers(label).toolset(tools, way=way, tool_choice=tool_choice)
+
+    def refusal(self, label: str, tool: str) -> str | None:
+        return self.breakers(label).refusal(tool)
+
     def fleet(self, body: dict[str, Any], source: str) -> None:
         raise CaseError(f"{self.name}: no fleet scope")
 
@@ -386,6 +393,12 @@ class PlaneScope(Target):
     def available(self, label: str, tools: list[Any]) -> list[Any]:
         return list(self.run(label).available(tools))
 
+    def toolset(self, label: str, tools: list[Any], way: str | None, tool_choice: Any) -> Toolset:
+        return self.run(label).toolset(tools, way=way, tool_choice=tool_choice)
+
+    def refusal(self, label: str, tool: str) -> str | None:
+        return self.run(label).refusal(tool)  # records the blocked call
+
     def fleet(self, body: dict[str, Any], source: str) -> None:
         # A poll's answer is the fleet's word even when its version went back (after a rebuild);
         # a batch reply older than what is held is a reply that overtook a newer one.
@@ -464,6 +477,10 @@ def play_step(target: Target, case: dict[str, Any], step: dict[str, Any]) -> Non
             check_available(target, label, step.get("tools", case["tools"]), step["expect"])
         elif action == "fleet":
             target.fleet(step["body"], step["source"])
+        elif action == "toolset":
+            check_toolset(target, label, step, step.get("tools", case["tools"]))
+        elif action == "call":
+            check_call(target, label, step["tool"], step["expect"])
         else:
             raise CaseError(f"unknown action {action!r}")
 
@@ -475,6 +492,41 @@ def check_available(target: Target, label: str, tools: list[Any], expected: list
         raise CaseError(f"available() gave {got!r:.600}, expected {expected!r:.600}")
     if tools != before:
         raise CaseError("available() changed the tools array it was given")
+
+
+def check_toolset(target: Target, label: str, step: dict[str, Any], tools: list[Any]) -> None:
+    """`toolset()`: the array to send, the way applied, the tool_choice and the hidden tools."""
+    before = copy.deepcopy(tools)
+    got = target.toolset(label, tools, step.get("way"), step.get("tool_choice"))
+    expect = step["expect"]
+    actual = {
+        "tools": got.tools,
+        "way": got.way.value,
+        "tool_choice": got.tool_choice,
+        "hidden": sorted(got.hidden),
+        "fallback": got.fallback is not None,
+    }
+    wanted = {"tool_choice": None, **expect}
+    if "hidden" in wanted:
+        wanted["hidden"] = sorted(wanted["hidden"])
+    for key, value in wanted.items():
+        if actual[key] != value:
+            raise CaseError(f"toolset() {key}: got {actual[key]!r:.600}, expected {value!r:.600}")
+    mine = iter(tools)  # what is sent is the caller's own objects, in order
+    if got.way.value != "remove" and not all(any(t is m for m in mine) for t in got.tools):
+        raise CaseError("toolset() must send the caller's own tool objects when it keeps them")
+    if tools != before:
+        raise CaseError("toolset() changed the tools array it was given")
+
+
+def check_call(target: Target, label: str, tool: str, expected: str) -> None:
+    """A model's call of `tool`: refused at once with the notice, or allowed to go on."""
+    text = target.refusal(label, tool)
+    got = "allowed" if text is None else "refused"
+    if got != expected:
+        raise CaseError(f"a call of {tool!r} was {got}, expected {expected}")
+    if text is not None and tool not in text:
+        raise CaseError(f"the refusal must be the notice naming {tool!r}, got {text!r:.300}")
 
 
 def check_expectations(

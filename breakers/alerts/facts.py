@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -114,8 +115,22 @@ def _opened_message(alert: Alert, now: datetime) -> SlackMessage:
             runs_affected=cost.runs,
             incident_url=incident_url(alert.incident_id),
             last_error=last_error,
+            **_spend_evidence(row),
         )
     )
+
+
+def _spend_evidence(row: FleetTransition) -> dict[str, Any]:
+    """The spend rule's figures for the alert, when the spend rule opened the tool."""
+    if row.cause_kind != CauseKind.SPEND:
+        return {}
+    cause = row.cause or {}
+    spend = cause.get("spend_usd")
+    runs = cause.get("runs")
+    return {
+        "spend_usd": Decimal(str(spend)) if isinstance(spend, int | float) and spend >= 0 else None,
+        "spend_runs": runs if isinstance(runs, int) and runs >= 0 else 0,
+    }
 
 
 def _closed_message(alert: Alert) -> SlackMessage:

@@ -25,6 +25,8 @@ __all__ = [
     "Transition",
     "TrialMode",
     "effective_state",
+    "micro_usd",
+    "opening_rule",
 ]
 
 # The event ids kept as the cause of an opening: enough to show every failure of a default
@@ -50,7 +52,8 @@ class TrialMode(StrEnum):
 
 
 class CauseKind(StrEnum):
-    FAILURES = "failures"  # closed -> open: the streak that opened it
+    FAILURES = "failures"  # closed -> open: the streak that opened it (the consecutive rule)
+    SPEND = "spend"  # closed -> open: model spend burned in runs whose calls to it all failed
     COOLDOWN = "cooldown"  # open -> half_open
     TRIAL = "trial"  # half_open -> closed/open: the probe or the agent's trial call
     OPERATOR = "operator"  # force open/close, release, reset
@@ -70,6 +73,20 @@ class NotForcedError(Exception):
     """``release()`` of a breaker that is not forced: there is nothing to release."""
 
 
+_OPENING_RULES = {CauseKind.FAILURES.value: "consecutive", CauseKind.SPEND.value: "spend"}
+
+
+def opening_rule(kind: str) -> str | None:
+    """Which automatic rule a transition of cause ``kind`` opened the tool by: ``"consecutive"``
+    or ``"spend"``; None for any other cause (cooldown, trial, operator, reconcile)."""
+    return _OPENING_RULES.get(str(kind))
+
+
+def micro_usd(usd: float) -> int:
+    """An amount in whole micro-dollars: the spend rule sums integers in Redis, never floats."""
+    return round(usd * 1_000_000)
+
+
 def effective_state(auto: State, forced: Forced) -> State:
     return State(forced.value) if forced else auto
 
@@ -83,6 +100,13 @@ class FleetPolicy:
     max_cooldown_ms: int = 300_000
     min_workers: int = 2
     trial: TrialMode = TrialMode.LEASE
+    # The spend rule (docs/adr/0201-spend-rule-off-by-default.md): 0 micro-USD is off.
+    spend_amount_micro: int = 0
+    spend_window_ms: int = 600_000
+
+    @property
+    def spend_amount_usd(self) -> float:
+        return self.spend_amount_micro / 1_000_000
 
     def __post_init__(self) -> None:
         if self.threshold < 1:
@@ -91,6 +115,8 @@ class FleetPolicy:
             raise ValueError(f"min_workers must be at least 1, got {self.min_workers}")
         if not 0 < self.cooldown_ms <= self.max_cooldown_ms:
             raise ValueError("need 0 < cooldown <= max cooldown")
+        if self.spend_amount_micro < 0 or self.spend_window_ms < 1:
+            raise ValueError("the spend rule needs an amount >= 0 and a positive window")
 
 
 @dataclass(frozen=True, slots=True)

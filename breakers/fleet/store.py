@@ -48,6 +48,8 @@ __all__ = [
     "Missing",
     "OperateResult",
     "PolicyOverrides",
+    "RunSpend",
+    "SpendResult",
     "ToolDetails",
     "ToolState",
     "TrackedTransition",
@@ -114,6 +116,33 @@ def as_int(value: str | bytes | float | None) -> int:
 @cache
 def _script_source(name: str) -> str:
     return (_LUA / "prelude.lua").read_text() + "\n" + (_LUA / f"{name}.lua").read_text()
+
+
+# The spend rule (breakers/fleet/lua/spend*.lua): a run's model calls are kept this long, the
+# longest window a policy may set (``POLICY_BOUNDS["spend_window_seconds"]``), and so is the
+# record of which of its tools failed; a tool keeps at most this many model calls in its window.
+SPEND_LOG_MS = 3_600_000
+SPEND_ENTRIES_KEPT = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpend:
+    """What one batch says about one run, for the spend rule: its model calls (event key, ms,
+    micro-USD) and its tool outcomes (tool, succeeded), each in the batch's order."""
+
+    voter: str
+    model_calls: list[tuple[str, int, int]]
+    tool_outcomes: list[tuple[str, bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class SpendResult:
+    """A tool's spend rule after a batch: the spend counted in its window (micro-USD), from how
+    many voters, and the opening if it reached the amount."""
+
+    spend_micro: int
+    workers: int
+    transitions: list[TrackedTransition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +259,8 @@ class PolicyOverrides:
     cooldown_ms: int | None = None
     max_cooldown_ms: int | None = None
     trial: TrialMode | None = None
+    spend_amount_micro: int | None = None  # 0: the spend rule is off for this tool
+    spend_window_ms: int | None = None
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -238,6 +269,8 @@ class PolicyOverrides:
             "p_cooldown": self.cooldown_ms,
             "p_max_cooldown": self.max_cooldown_ms,
             "p_trial": None if self.trial is None else self.trial.value,
+            "p_spend_amount": self.spend_amount_micro,
+            "p_spend_window": self.spend_window_ms,
         }
 
     @classmethod
@@ -252,6 +285,8 @@ class PolicyOverrides:
             cooldown_ms=number("p_cooldown"),
             max_cooldown_ms=number("p_max_cooldown"),
             trial=TrialMode(trial) if trial else None,
+            spend_amount_micro=number("p_spend_amount"),
+            spend_window_ms=number("p_spend_window"),
         )
 
 
@@ -263,6 +298,9 @@ class ToolDetails:
     workers: dict[str, int]
     streak: list[str]
     policy: PolicyOverrides = PolicyOverrides()
+    # The spend rule's count as of the last batch that touched it (micro-USD, voters).
+    spend_micro: int = 0
+    spend_workers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,14 +392,27 @@ class FleetStore:
                 "operate",
                 "restore",
                 "set_policy",
+                "spend",
             )
         }
+        self._spend_run = client.register_script((_LUA / "spend_run.lua").read_text())
+        self.spend_tools_key = f"{prefix}:spend-tools"
 
     # -- keys --------------------------------------------------------------------------------
 
     def tool_keys(self, tool: str) -> list[str]:
         tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
         return [f"{tag}:state", f"{tag}:workers", f"{tag}:streak"]
+
+    def spend_keys(self, tool: str) -> list[str]:
+        """The spend rule's keys of a tool: counted model calls, their sum, entries per voter
+        and per run (``breakers/fleet/lua/spend.lua``)."""
+        tag = f"{self.prefix}:{{{quote(tool, safe='')}}}"
+        return [f"{tag}:spend", f"{tag}:spend-total", f"{tag}:spend-voters", f"{tag}:spend-runs"]
+
+    def run_spend_keys(self, run_key: str) -> list[str]:
+        tag = f"{self.prefix}:{{run:{quote(run_key, safe='')}}}"
+        return [f"{tag}:spend-log", f"{tag}:spend-tools"]
 
     def ping(self) -> None:
         """Raise ``redis.RedisError`` unless the store answers.
@@ -430,6 +481,70 @@ class FleetStore:
         data = self._run("apply", tool, now, str(self.dedupe_ttl_ms), json.dumps(fields), keys=keys)
         return ApplyResult(data["applied"], data["duplicates"], _transitions(data))
 
+    # -- the spend rule --------------------------------------------------------------------
+
+    def spend_enabled_tools(self) -> set[str] | None:
+        """The tools whose spend rule is on: None for all (the default amount is set), else
+        those whose own policy sets an amount (one round trip)."""
+        if self.defaults.spend_amount_micro > 0:
+            return None
+        return {
+            _text(name) for name in cast(set[bytes], self.client.smembers(self.spend_tools_key))
+        }
+
+    def spend_runs(
+        self, runs: Mapping[str, RunSpend], *, now: int
+    ) -> dict[str, list[tuple[str, str, bool, list[Any]]]]:
+        """Record each run's model calls and tool outcomes (one pipelined script per run, one
+        round trip): per tool, what changes in its spend, as ``spend_apply`` takes it."""
+        pipe = self.client.pipeline(transaction=False)
+        for run_key, run in runs.items():
+            batch = {"m": run.model_calls, "t": run.tool_outcomes}
+            self._spend_run(
+                keys=self.run_spend_keys(run_key),
+                args=[now, now - SPEND_LOG_MS, SPEND_LOG_MS, json.dumps(batch)],
+                client=pipe,
+            )
+        ops: dict[str, list[tuple[str, str, bool, list[Any]]]] = {}
+        for (run_key, run), raw in zip(runs.items(), pipe.execute(), strict=True):
+            for tool, change in json.loads(raw).items():
+                ops.setdefault(tool, []).append(
+                    (run_key, run.voter, bool(change.get("drop")), change.get("add") or [])
+                )
+        return ops
+
+    def spend_apply(
+        self,
+        tool: str,
+        ops: Sequence[tuple[str, str, bool, list[Any]]],
+        *,
+        now: int,
+        stale_margin_ms: int,
+    ) -> SpendResult:
+        """Apply ``spend_runs``'s changes to one tool's spend and open it if the rule says so;
+        raises ``Missing`` (nothing applied)."""
+        d = self.defaults
+        data = self._run(
+            "spend",
+            tool,
+            now,
+            d.spend_amount_micro,
+            d.spend_window_ms,
+            stale_margin_ms,
+            tool,
+            SPEND_ENTRIES_KEPT,
+            json.dumps(ops),
+            keys=self.spend_keys(tool),
+        )
+        return SpendResult(int(data["spend"]), int(data["workers"]), _transitions(data))
+
+    def _mark_spend_policy(self, tool: str, policy: PolicyOverrides | None) -> None:
+        # The set ``spend_enabled_tools`` reads while the default amount is 0 (off).
+        if policy is not None and policy.spend_amount_micro:
+            self.client.sadd(self.spend_tools_key, tool)
+        else:
+            self.client.srem(self.spend_tools_key, tool)
+
     def advance(self, tool: str, *, now: int) -> tuple[list[TrackedTransition], ToolState, str]:
         """open -> half_open if the cooldown has elapsed: (transitions, state, trial mode)."""
         data = self._run("advance", tool, now)
@@ -456,6 +571,8 @@ class FleetStore:
         data = self._run("operate", tool, now, action.value, reason)
         if data.get("error") == "not_forced":
             return None
+        if action is OperatorActionKind.RESET:
+            self.client.delete(*self.spend_keys(tool))  # the spend rule's counters too
         return OperateResult(
             ToolState.from_script(data["before"]),
             ToolState.from_script(data["after"]),
@@ -470,11 +587,13 @@ class FleetStore:
         args = [*self._policy_args(0), json.dumps(fields)]
         written = self._scripts["restore"](keys=self.tool_keys(tool), args=args)
         self.client.sadd(self.tools_key, tool)
+        self._mark_spend_policy(tool, policy)
         return bool(written)
 
     def set_policy(self, tool: str, policy: PolicyOverrides) -> bool:
         """Replace the tool's own policy; False when the tool has no state here."""
         args = [*self._policy_args(0), json.dumps(policy.fields())]
+        self._mark_spend_policy(tool, policy)
         return bool(self._scripts["set_policy"](keys=self.tool_keys(tool), args=args))
 
     def generation(self) -> str | None:
@@ -549,17 +668,22 @@ class FleetStore:
     def details(self, tool: str) -> ToolDetails:
         """The state, the streak's failures per worker and its event ids (one MULTI)."""
         state_key, workers_key, streak_key = self.tool_keys(tool)
+        _, total_key, voters_key, _ = self.spend_keys(tool)
         pipe = self.client.pipeline(transaction=True)
         pipe.hgetall(state_key)
         pipe.hgetall(workers_key)
         pipe.lrange(streak_key, 0, -1)
-        raw, workers, streak = pipe.execute()
+        pipe.get(total_key)
+        pipe.hlen(voters_key)
+        raw, workers, streak, spend, spend_workers = pipe.execute()
         fields = {_text(k): _text(v) for k, v in raw.items()}
         return ToolDetails(
             ToolState.from_hash(fields) if fields else None,
             _counts(workers),
             [_text(event) for event in streak],
             PolicyOverrides.from_hash(fields),
+            as_int(spend),
+            int(spend_workers),
         )
 
 

@@ -298,6 +298,8 @@ class PolicyIn(Schema):
     cooldown_seconds: float | None = _bounded("cooldown_seconds")
     max_cooldown_seconds: float | None = _bounded("max_cooldown_seconds")
     min_workers: int | None = _bounded("min_workers")
+    spend_amount_usd: float | None = _bounded("spend_amount_usd")
+    spend_window_seconds: float | None = _bounded("spend_window_seconds")
     probe_kind: ProbeKind | None = None
     probe_url: str | None = Field(
         None,

@@ -30,6 +30,7 @@ from breakers.fleet_service.selectors import (
     fleet_tool_details,
     fleet_view,
 )
+from breakers.fleet_service.spend import fleet_record_spend
 from breakers.fleet_service.transitions import FLEET_STORE_ERRORS, fleet_store
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "fleet_policy_sync",
     "fleet_probe",
     "fleet_rebuild",
+    "fleet_record_spend",
     "fleet_record_tool_calls",
     "fleet_state",
     "fleet_state_from_database",

@@ -58,6 +58,8 @@ POLICY_FIELDS = frozenset(
         "probe_expected_status",
         "probe_timeout_seconds",
         "probe_callable",
+        "spend_amount_usd",
+        "spend_window_seconds",
     }
 )
 

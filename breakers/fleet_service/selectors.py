@@ -106,11 +106,16 @@ def fleet_tool_details(*, tool_name: str) -> dict[str, Any]:
         "cooldown_ms": state.cooldown_ms or effective.cooldown_ms,
         "open_until": ms_to_datetime(state.open_until),
         "lease_holder": state.lease_holder,
+        # The spend rule's count so far (as of the last batch that touched it).
+        "spend_usd": live.spend_micro / 1_000_000,
+        "spend_workers": live.spend_workers,
         "policy": {
             "threshold": effective.threshold,
             "min_workers": effective.min_workers,
             "cooldown_ms": effective.cooldown_ms,
             "max_cooldown_ms": effective.max_cooldown_ms,
             "trial": effective.trial.value,
+            "spend_amount_usd": effective.spend_amount_micro / 1_000_000,
+            "spend_window_seconds": effective.spend_window_ms / 1000,
         },
     }

@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from breaker_panel import ControlPlane, ToolFailure
+from breaker_panel import ControlPlane
+from breaker_panel.toolsets import tool_names
+from breaker_panel.ways import Way
+from breakers.replay.caching import PromptCall
 from breakers.replay.clock import SimClock
 from breakers.replay.scenario import Scenario
 from breakers.replay.script import READ, SEARCH, Action, ResearchScript
@@ -47,6 +50,18 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+# The same two tools as an Anthropic-shaped model is sent them (``--provider anthropic``).
+ANTHROPIC_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": tool["function"]["name"],
+        "description": tool["function"]["description"],
+        "input_schema": tool["function"]["parameters"],
+    }
+    for tool in TOOLS
+]
+TOOLS_BY_PROVIDER = {"openai": TOOLS, "anthropic": ANTHROPIC_TOOLS}
+# The replay's name for the SDK's default way (none named): see breaker_panel.ways.take_away.
+DEFAULT_WAY = "default"
 # Who plays the runs: the agent written by hand below, or the same scripted model driven through
 # Pydantic AI and the SDK's integration (``pydantic_ai_agent``).
 AGENTS = ("hand-written", "pydantic-ai")
@@ -67,6 +82,8 @@ class RunRecord:
     degraded: bool = False
     wrap_up_started_at: int | None = None  # the step at which the model stopped asking for search
     met: str = "healthy tool"  # healthy tool | failed through | refused fast | tool removed
+    hidden_calls: int = 0  # calls of web_search after the notice said it was gone (refused)
+    prompts: list[PromptCall] = field(default_factory=list)  # each model call, for the caches
 
     @property
     def duration_s(self) -> float:
@@ -94,6 +111,10 @@ class Stage:
     mode: str
     clock: SimClock
     recovery: Recovery
+    # How the breaker takes the tool away (None: ``available()``, the ``remove`` of old
+    # replays) and the shape of the model the runs talk to (its tools array's shape).
+    way: str | None = None
+    provider: str = "openai"
 
     @property
     def removes(self) -> bool:
@@ -115,6 +136,8 @@ def play_hand_written(stage: Stage, plane: ControlPlane, rng: random.Random) -> 
         clock=stage.clock,
         rng=rng,
         recovery=stage.recovery,
+        way=stage.way,
+        provider=stage.provider,
     )
 
 
@@ -126,21 +149,37 @@ def _play_run(
     clock: SimClock,
     rng: random.Random,
     recovery: Recovery,
+    way: str | None = None,
+    provider: str = "openai",
 ) -> RunRecord:
+    tools = TOOLS_BY_PROVIDER[provider]
     record = RunRecord(started_s=clock.now())
     run = plane.start_run(agent=AGENT, step_budget=scenario.step_budget)
     script = ResearchScript(
-        scenario.step_budget, scenario.rephrase_probability, rng, scenario.wrap_up_steps
+        scenario.step_budget,
+        scenario.rephrase_probability,
+        rng,
+        scenario.wrap_up_steps,
+        ignores_notice_probability=scenario.ignores_notice_probability,
     )
     removes = mode not in ("none", "fail-fast")
     status = "completed"
     for step in range(1, scenario.step_budget + 1):
         # What the model is sent: with removal, the SDK's tools array and notice; without it,
         # every tool and no notice (a plain breaker only refuses calls).
-        sent = run.available(TOOLS) if removes else TOOLS
-        offered = _names(sent)
+        sent, offered = _what_is_sent(way, run, tools, removes)
         notice = run.notice() if removes else None
         cost = scenario.step_cost(step)
+        record.prompts.append(
+            PromptCall(
+                at_s=clock.now(),
+                run=record.started_s,
+                tools=tuple(_names(sent)),
+                history=step - 1,
+                notice=notice is not None,
+                output_tokens=cost.output_tokens,
+            )
+        )
         clock.sleep(cost.duration_s)
         run.record_model_call(
             model=MODEL,
@@ -153,7 +192,10 @@ def _play_run(
         record.spend += cost.cost_usd
         action = script.next_action(step=step, offered=offered, notice=notice)
         if action is Action.SEARCH:
-            if mode == "fail-fast" and SEARCH not in _names(run.available(TOOLS)):
+            if removes and way is not None and run.refusal(SEARCH) is not None:
+                # Still in its tools array (``refuse``): answered at once with the notice.
+                record.hidden_calls += 1
+            elif mode == "fail-fast" and SEARCH not in _names(run.available(tools)):
                 # The plain breaker refuses in microseconds; the model reads it as a failure.
                 run.record_blocked(SEARCH)
                 record.refused += 1
@@ -176,8 +218,27 @@ def _play_run(
     return record
 
 
-def _names(tools: list[dict[str, Any]]) -> set[str]:
-    return {tool["function"]["name"] for tool in tools}
+def _what_is_sent(
+    way: str | None, run: Any, tools: list[dict[str, Any]], removes: bool
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """The tools array this step sends, and the tools the model can call from it (under
+    ``restrict`` the provider's allowed-tools list forbids the hidden ones)."""
+    if not removes:
+        return tools, set(_names(tools))
+    if way is None:
+        sent = run.available(tools)
+        return sent, set(_names(sent))
+    # "default": the SDK's own choice (no way named; breaker_panel.ways.take_away).
+    toolset = run.toolset(tools, way=None if way == DEFAULT_WAY else way)
+    callable_ = set(_names(toolset.tools))
+    if toolset.way is Way.RESTRICT:
+        callable_ -= toolset.hidden
+    return toolset.tools, callable_
+
+
+def _names(tools: list[dict[str, Any]]) -> list[str]:
+    """The tools' names in the array's order (any shape the replay sends)."""
+    return [name for tool in tools for name in sorted(tool_names([tool]))]
 
 
 def _search(
@@ -195,10 +256,10 @@ def _search(
         return
     if scenario.vendor_is_down(started):
         record.search_calls_failing += 1
-        clock.sleep(scenario.failing_call_s)
-        record.http_attempts += scenario.failing_attempts
-        failure = ToolFailure("503 from vendor", retryable=True, attempts=scenario.failing_attempts)
-        run.record_failure(SEARCH, failure, duration_ms=round(scenario.failing_call_s * 1000))
+        failure, seconds = scenario.vendor_failure()
+        clock.sleep(seconds)
+        record.http_attempts += failure.attempts
+        run.record_failure(SEARCH, failure, duration_ms=round(seconds * 1000))
         script.search_failed()
         return
     clock.sleep(scenario.healthy_search_s)

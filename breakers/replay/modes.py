@@ -17,6 +17,7 @@ from typing import Any
 
 from breaker_panel import ControlPlane, PlaneConfig
 from breakers.replay.agent import AGENT, Recovery, RunPlayer, RunRecord, Stage, play_hand_written
+from breakers.replay.caching import PROVIDERS, cache_summary
 from breakers.replay.clock import RUNS, SimClock
 from breakers.replay.governor import Governor
 from breakers.replay.scenario import Scenario
@@ -64,6 +65,8 @@ SCOPES_BY_MODE: dict[str, tuple[str, ...]] = {
 @dataclass
 class ModeResult:
     mode: str
+    way: str | None = None  # how the tool was taken away (None: ``available()``, i.e. remove)
+    provider: str = "openai"  # the shape of the tools array the runs sent
     runs: list[RunRecord] = field(default_factory=list)
     recovery_lag_s: float | None = None  # vendor back -> web_search offered and working again
     events_dropped: int = 0
@@ -103,6 +106,12 @@ class ModeResult:
             "pauses": self.pauses,
             "wrap_up_steps": scenario.wrap_up_steps,
             "runs_wrapped_up": sum(r.wrap_up_started_at is not None for r in window),
+            "way": self.way_played,
+            "provider": self.provider,
+            # Calls of web_search after the notice said it was gone (refused at once).
+            "hidden_tool_calls": sum(r.hidden_calls for r in self.runs),
+            # Spend and cached-input share with prompt caching on, per provider.
+            "caching": self.caching(scenario),
             # The same runs re-priced as if the model took N steps to finish without the tool.
             "spend_by_wrap_up_steps": {
                 str(n): float(sum((_repriced(r, scenario, n) for r in window), Decimal(0)))
@@ -113,6 +122,27 @@ class ModeResult:
                 str(n): float(scenario.run_cost(min(scenario.step_budget, n)) * len(window))
                 for n in WRAP_UP_SENSITIVITY
             },
+        }
+
+    @property
+    def way_played(self) -> str | None:
+        """The way the mode took the tool away: none for modes that never do."""
+        if SCOPES_BY_MODE.get(self.mode, ()) == () or self.mode == "fail-fast":
+            return None
+        return self.way or "remove"
+
+    def caching(self, scenario: Scenario) -> dict[str, Any]:
+        """``cache_summary`` per provider this play stands for: the provider it was played
+        against, and the other too where the way cannot differ by shape (no way chosen)."""
+        providers = list(PROVIDERS) if self.way is None else [self.provider]
+        calls = [
+            (scenario.outage_start_s <= r.started_s < scenario.outage_end_s, r.prompts)
+            for r in self.runs
+        ]
+        outage = (scenario.outage_start_s, scenario.outage_end_s)
+        return {
+            name: cache_summary(calls, provider=PROVIDERS[name], outage=outage)
+            for name in providers
         }
 
 
@@ -148,6 +178,8 @@ def replay_mode(
     fleet_push: bool = True,
     player: RunPlayer = play_hand_written,
     fleet_closed: Callable[[], bool] | None = None,
+    way: str | None = None,
+    provider: str = "openai",
 ) -> ModeResult:
     """Play one mode of the outage against the control plane at ``url``; block until done.
 
@@ -156,7 +188,11 @@ def replay_mode(
     ``RECOVERY_LIMIT_S`` simulated seconds (``ModeResult.recovery_runs``).
 
     ``token`` is one agent token for every worker, or one per worker (``replay_worker_ids``
-    order): with the default token quorum the fleet breaker opens only for distinct tokens."""
+    order): with the default token quorum the fleet breaker opens only for distinct tokens.
+    ``way``: how the breaker takes the tool away (None: ``available()``); ``provider``: the
+    shape of the tools array the runs send, "openai" (Chat) or "anthropic"."""
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
     worker_ids = replay_worker_ids(scenario=scenario, mode=mode, prefix=worker_prefix)
     tokens = [token] * len(worker_ids) if isinstance(token, str) else list(token)
     if len(tokens) != len(worker_ids):
@@ -195,9 +231,11 @@ def replay_mode(
         )
         for worker_id, worker_token in zip(worker_ids, tokens, strict=True)
     ]
-    result = ModeResult(mode=mode)
+    result = ModeResult(mode=mode, way=way, provider=provider)
     recovery = Recovery()
-    stage = Stage(scenario=scenario, mode=mode, clock=clock, recovery=recovery)
+    stage = Stage(
+        scenario=scenario, mode=mode, clock=clock, recovery=recovery, way=way, provider=provider
+    )
     lock = threading.Lock()
 
     def play(index: int, start_s: float) -> None:

@@ -25,7 +25,7 @@ from breakers.fleet_service import (
     fleet_state,
     tool_policy_update,
 )
-from breakers.models import Incident, Tool, ToolPolicy
+from breakers.models import POLICY_BOUNDS, FleetTransition, Incident, Tool, ToolPolicy
 from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
 from breakers.replay.modes import (
     RECOVERY_LIMIT_S,
@@ -174,10 +174,16 @@ def compressed_policy(*, scenario: Scenario, speed: float) -> Iterator[None]:
     saved = {
         "cooldown_seconds": policy.cooldown_seconds if policy else None,
         "max_cooldown_seconds": policy.max_cooldown_seconds if policy else None,
+        "spend_amount_usd": policy.spend_amount_usd if policy else None,
+        "spend_window_seconds": policy.spend_window_seconds if policy else None,
     }
+    low, high = POLICY_BOUNDS["spend_window_seconds"]
     changes = {
         "cooldown_seconds": scenario.cooldown_s / speed,
         "max_cooldown_seconds": scenario.max_cooldown_s / speed,
+        # The replay says whether the spend rule is on (0: off, whatever the settings say).
+        "spend_amount_usd": scenario.spend_amount_usd,
+        "spend_window_seconds": min(max(scenario.spend_window_s / speed, low), high),
     }
     tool_policy_update(tool_name=SEARCH, changes=changes, actor="outage replay")
     try:
@@ -304,6 +310,7 @@ def _replay_one(
         **end_closed(mode=mode, result=result, token=token),
     }
     row.finished_at = timezone.now()
+    summary.update(_first_opening(row, result, speed=speed))
     row.summary = summary
     # Where the replay's clock paused for the control plane, the outage began and ended later
     # than planned: the pages classify runs by these.
@@ -315,6 +322,30 @@ def _replay_one(
         update_fields=["finished_at", "summary", "outage_started_at", "outage_ended_at", "pauses"]
     )
     return ReplayResult.of(row)
+
+
+def _first_opening(row: OutageReplay, result: ModeResult, *, speed: float) -> dict[str, Any]:
+    """When the fleet breaker first opened web_search after the outage began, in simulated
+    seconds (the clock's pauses taken out), and by which rule; None when it did not open."""
+    outage = result.wall_times.get("outage_start", row.outage_started_at)
+    opening = next(
+        (
+            t
+            for t in FleetTransition.objects.filter(
+                tool__name=SEARCH, at__gte=outage, at__lte=row.finished_at
+            ).order_by("seq")
+            if t.opening_rule is not None
+        ),
+        None,
+    )
+    if opening is None:
+        return {"fleet_opened_s": None, "fleet_opened_by": None}
+    start, end = outage.timestamp(), opening.at.timestamp()
+    paused = sum(max(0.0, min(b, end) - max(a, start)) for a, b in result.paused_spans)
+    return {
+        "fleet_opened_s": round((end - start - paused) * speed, 1),
+        "fleet_opened_by": opening.opening_rule,
+    }
 
 
 def search_closed() -> bool:

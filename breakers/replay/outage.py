@@ -36,6 +36,14 @@ from breakers.replay.records import (
 from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import FAILURES, MODES, Scenario
 from breakers.replay.script import SEARCH
+from breakers.replay.ways_matrix import (
+    REPLAY_WAYS,
+    WAY_MODES,
+    assumptions,
+    cheapest_ways,
+    format_ways_table,
+    play_ways,
+)
 
 __all__ = (
     "AGENTS",
@@ -45,20 +53,26 @@ __all__ = (
     "PLAYING_AT_MOST",
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",
+    "REPLAY_WAYS",
     "SEARCH",
+    "WAY_MODES",
     "ReplayBatch",
     "ReplayClock",
     "ReplayError",
     "ReplayResult",
     "RunRecord",
     "Scenario",
+    "assumptions",
+    "cheapest_ways",
     "figures_json",
     "format_table",
+    "format_ways_table",
     "group_replays",
     "minutes_since",
     "mode_label",
     "mode_order",
     "play_outage",
+    "play_ways",
     "recent_replay_batches",
     "replay_interrupted",
     "replay_periods",

@@ -35,7 +35,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from breaker_panel import ControlPlane, ToolFailure
+from breaker_panel import ControlPlane
 from breaker_panel.client import Run
 from breaker_panel.integrations._runs import RunHandle
 from breaker_panel.integrations.pydantic_ai import BreakerCapability
@@ -198,9 +198,10 @@ async def _web_search(ctx: RunContext[_RunState], query: str) -> str:
     record.search_calls += 1
     if scenario.vendor_is_down(started):
         record.search_calls_failing += 1
-        stage.clock.sleep(scenario.failing_call_s)
-        record.http_attempts += scenario.failing_attempts
-        raise ToolFailure("503 from vendor", retryable=True, attempts=scenario.failing_attempts)
+        failure, seconds = scenario.vendor_failure()
+        stage.clock.sleep(seconds)
+        record.http_attempts += failure.attempts
+        raise failure
     stage.clock.sleep(scenario.healthy_search_s)
     record.http_attempts += 1
     if started >= scenario.outage_end_s:

@@ -112,3 +112,13 @@ class ReplayResult:
     def floor_spend_by_wrap_up_steps(self) -> dict[int, float]:
         """The least the window's runs could cost had each lost the tool at once, by N."""
         return _table(self.figures.get("floor_spend_by_wrap_up_steps"))
+
+    @property
+    def caching(self) -> dict[str, dict[str, Any]]:
+        """With prompt caching on, per provider ("anthropic", "openai"): spend priced with its
+        cache rates, the cached-input share before and during the outage, and the caching rule
+        in words (``breakers.replay.caching.cache_summary``); {} in replays older than it."""
+        value = self.figures.get("caching")
+        if not isinstance(value, dict):
+            return {}
+        return {str(k): dict(v) for k, v in value.items() if isinstance(v, dict)}

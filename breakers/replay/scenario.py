@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from breaker_panel import ToolFailure
+
 __all__ = ("FAILURES", "MODES", "Scenario", "StepCost")
 
 # none: failures fed back to the model. fail-fast: a plain breaker that refuses in microseconds
@@ -59,9 +61,20 @@ class Scenario:
     # Model calls a run takes to finish once web_search is gone (1 = it answers on that very
     # step). An assumption, not a measurement: the pages show spend for 1, 2 and 5.
     wrap_up_steps: int = 2
+    # The share of its steps on which a model asks for a tool the notice says is gone while the
+    # tool is still in its tools array (the ``refuse`` way; ``remove`` and ``restrict`` make it
+    # impossible). An assumption, not a measurement.
+    ignores_notice_probability: float = 0.1
     threshold: int = 5
     cooldown_s: float = 30.0
     max_cooldown_s: float = 300.0
+    # The fleet's spend rule on web_search (0: off, the consecutive rule alone) and its window,
+    # in simulated seconds (the control plane's window is this divided by the speed).
+    spend_amount_usd: float = 0.0
+    spend_window_s: float = 600.0
+    # How the vendor fails: "retryable" (the story: 503s, 5 attempts, 31 s a call) or "semantic"
+    # (it answers at once that every request is bad, a 400: the streak never counts those).
+    failure_outcome: str = "retryable"
     seed: int = 20261129
     failure: str = "503"
     # Count only exceptions, as breakers without result checks do: a returned call is a success
@@ -161,3 +174,11 @@ class Scenario:
 
     def vendor_is_down(self, at_s: float) -> bool:
         return self.outage_start_s <= at_s < self.outage_end_s
+
+    def vendor_failure(self) -> tuple[ToolFailure, float]:
+        """What a call to the failing vendor raises, and how long it takes (simulated s)."""
+        if self.failure_outcome == "semantic":
+            failure = ToolFailure("400 from vendor: unknown parameter 'q'", retryable=False)
+            return failure, self.healthy_search_s
+        failure = ToolFailure("503 from vendor", retryable=True, attempts=self.failing_attempts)
+        return failure, self.failing_call_s

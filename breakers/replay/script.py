@@ -5,7 +5,10 @@ It decides from the two things a real model reads: the tools array of this step 
 (5 steps). With the tool offered but failing (or refused) it re-phrases and tries again, step
 after step, until the budget ends, then apologises. When the tool is missing from the tools
 array, or the notice says it is gone, it stops asking for it and takes ``wrap_up_steps`` model
-calls to finish with what it has, admitting the run is degraded.
+calls to finish with what it has, admitting the run is degraded. When the tool stays in the tools
+array although the notice says it is gone (the ``refuse`` way), it asks for it anyway on
+``ignores_notice_probability`` of its steps (an assumption: a model obeys a notice less surely
+than a missing tool); each such call is refused and costs it one more step.
 """
 
 from __future__ import annotations
@@ -56,10 +59,12 @@ class ResearchScript:
     rng: random.Random
     # Model calls it takes to finish once the tool is gone (1: it answers on that same step).
     wrap_up_steps: int = 1
+    ignores_notice_probability: float = 0.0
     results: int = 0
     pages_read: int = 0
     last_search_failed: bool = False
     wrap_up_started_at: int | None = None  # the step at which it stopped asking for the tool
+    hidden_calls: int = 0  # calls of the tool after the notice said it was gone
     history: list[Action] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -82,8 +87,12 @@ class ResearchScript:
         if self.wrap_up_started_at is None and not searchable:
             self.wrap_up_started_at = step
         if self.wrap_up_started_at is not None:
+            if SEARCH in offered and self.rng.random() < self.ignores_notice_probability:
+                # Still in the tools array: the model asks for it despite the notice.
+                self.hidden_calls += 1
+                return Action.SEARCH
             # Once told the tool is gone it stays gone for this run (the SDK's rule too).
-            done = step - self.wrap_up_started_at + 1 >= self.wrap_up_steps
+            done = step - self.wrap_up_started_at + 1 - self.hidden_calls >= self.wrap_up_steps
             return Action.ANSWER_DEGRADED if done else Action.WRAP_UP
         if self.results > self.pages_read:
             return Action.READ

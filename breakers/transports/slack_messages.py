@@ -145,6 +145,10 @@ class OpenedAlert:
     runs_affected: int
     incident_url: str = ""
     last_error: str = ""
+    # Set when the spend rule opened it (not the consecutive rule): the spend that did, and in
+    # how many runs whose calls to the tool all failed.
+    spend_usd: Decimal | None = None
+    spend_runs: int = 0
 
     def __post_init__(self) -> None:
         _require_text("tool", self.tool)
@@ -152,6 +156,9 @@ class OpenedAlert:
         _require_aware("since", self.since)
         _require_count("consecutive_failures", self.consecutive_failures)
         _require_count("runs_affected", self.runs_affected)
+        _require_count("spend_runs", self.spend_runs)
+        if self.spend_usd is not None and not self.spend_usd >= 0:
+            raise ValueError(f"spend_usd must be a non-negative amount, got {self.spend_usd!r}")
         # A str is a Sequence too; a single worker id passed bare would be split into letters.
         if isinstance(self.workers, str):
             raise ValueError("workers must be a sequence of worker ids, not a string")
@@ -418,6 +425,13 @@ def build_opened_message(alert: OpenedAlert) -> SlackMessage:
     reason = escape_mrkdwn(alert.reason, limit=REASON_BUDGET)
     forced = alert.state == "forced_open"
     title = f"Breaker {'forced open' if forced else 'open'}: {tool}"
+    if alert.spend_usd is not None:
+        evidence = f"{format_usd(alert.spend_usd)} in {_plural(alert.spend_runs, 'failing run')}"
+        rule_field = ("Spend rule", evidence)
+        summary_rule = f"spend rule: {evidence}"
+    else:
+        rule_field = ("Consecutive failures", f"{alert.consecutive_failures:,}")
+        summary_rule = _plural(alert.consecutive_failures, "consecutive failure")
     blocks: list[dict[str, Any]] = [
         _header(f"🔴 {title}"),
         _section(
@@ -427,7 +441,7 @@ def build_opened_message(alert: OpenedAlert) -> SlackMessage:
             [
                 ("Tool", f"`{tool}`"),
                 ("State", f"`{alert.state}`"),
-                ("Consecutive failures", f"{alert.consecutive_failures:,}"),
+                rule_field,
                 ("Workers behind it", _workers_text(alert.workers)),
                 ("Since", _slack_time(alert.since)),
                 ("Runs affected so far", f"{alert.runs_affected:,}"),
@@ -440,7 +454,7 @@ def build_opened_message(alert: OpenedAlert) -> SlackMessage:
     blocks.append(_context(_link(alert.incident_url, "Open the incident") + " · Breaker Panel"))
     summary = (
         f"{title} (fleet). {reason.rstrip('.')}. "
-        f"{_plural(alert.consecutive_failures, 'consecutive failure')} from "
+        f"{summary_rule} from "
         f"{_plural(len(alert.workers), 'worker')} since {_plain_time(alert.since)}; "
         f"{_plural(alert.runs_affected, 'run')} affected so far."
     )

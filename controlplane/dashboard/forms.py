@@ -84,6 +84,12 @@ class PolicyForm(forms.Form):
     max_cooldown_seconds = forms.FloatField(
         required=False, min_value=0.001, max_value=86_400, label="Max. cooldown (s)"
     )
+    spend_amount_usd = forms.FloatField(
+        required=False, min_value=0, max_value=100_000, label="Spend rule amount ($, 0: off)"
+    )
+    spend_window_seconds = forms.FloatField(
+        required=False, min_value=10, max_value=3600, label="Spend rule window (s)"
+    )
 
 
 INCIDENT_STATUS_CHOICES = [("", "any"), ("open", "ongoing"), ("closed", "closed")]

@@ -229,9 +229,7 @@ class CeleryBeatProcess(_ServerProcess):
             sys.executable, "-m", "celery", "-A", "controlplane", "beat",
             "--loglevel=INFO", "-s", str(schedule),
         ]  # fmt: skip
-        if self.queues:
-            args += ["-Q", ",".join(self.queues)]
-        self._spawn(args, child_env(**self.extra_env))
+        self._spawn(args, child_env())
         return self
 
 

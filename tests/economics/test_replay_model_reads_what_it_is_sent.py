@@ -84,7 +84,10 @@ def test_the_notice_alone_stops_the_model_asking(
         return list(tools)
 
     monkeypatch.setattr(RunBreakers, "available", offer_everything)
-    record = _one_run(plane, "worker")
+    # A model that always obeys the notice: how often one does not, and what refusing its
+    # calls then costs, is tests/economics/test_replay_caching.py.
+    obedient = Scenario(baseline_s=0.0, wrap_up_steps=2, ignores_notice_probability=0.0)
+    record = _one_run(plane, "worker", obedient)
     assert record.search_calls_failing == DOWN.threshold
     assert record.wrap_up_started_at is not None
 

@@ -224,6 +224,8 @@ def test_operators_see_the_streak_behind_a_tool(
         "cooldown_ms": 30_000,
         "max_cooldown_ms": 300_000,
         "trial": "lease",
+        "spend_amount_usd": 0.0,  # the spend rule is off unless configured
+        "spend_window_seconds": 600.0,
     }
 
 

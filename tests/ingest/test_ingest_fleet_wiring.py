@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from pytest_django.fixtures import Settings
 
 from runs.checks import check_fleet_updater
-from runs.fleet_interface import AcceptedToolCall
+from runs.fleet_interface import AcceptedModelCall, AcceptedToolCall
 from runs.ingest_fleet import fleet_updater
 from runs.models import AgentToken, FleetBacklog, ToolCall
 from scripts.testing.processes import free_port
@@ -65,6 +65,7 @@ class RecordingFleet:
     """A fleet updater that keeps what ingest hands it (named by the tests' setting)."""
 
     handed: ClassVar[list[AcceptedToolCall]] = []
+    spend: ClassVar[list[tuple[list[AcceptedToolCall], list[AcceptedModelCall]]]] = []
     store_errors: tuple[type[Exception], ...] = ()
 
     def ready(self) -> None:
@@ -72,6 +73,11 @@ class RecordingFleet:
 
     def record_tool_calls(self, calls: Sequence[AcceptedToolCall]) -> None:
         RecordingFleet.handed.extend(calls)
+
+    def record_spend(
+        self, tool_calls: Sequence[AcceptedToolCall], model_calls: Sequence[AcceptedModelCall]
+    ) -> None:
+        RecordingFleet.spend.append((list(tool_calls), list(model_calls)))
 
     def state(self) -> dict[str, Any]:
         return {"version": 7, "tools": {}}
@@ -84,8 +90,10 @@ class RecordingFleet:
 def recording_fleet(settings: Settings) -> Iterator[list[AcceptedToolCall]]:
     settings.INGEST_FLEET_UPDATER = f"{__name__}.RecordingFleet"
     RecordingFleet.handed.clear()
+    RecordingFleet.spend.clear()
     yield RecordingFleet.handed
     RecordingFleet.handed.clear()
+    RecordingFleet.spend.clear()
 
 
 def test_without_a_fleet_ingest_runs_alone(post_batch: PostBatch, settings: Settings) -> None:
@@ -135,6 +143,13 @@ def test_ingest_hands_the_named_updater_each_new_tool_call_and_marks_a_resend(
         True,
     )
     assert call.dedupe_id.endswith(":tc-hand")  # the ledger key: unique across workers
+    # The spend rule hears of the same calls and the run's model spend, keyed by run.
+    (tools, models), (resent_tools, resent_models) = RecordingFleet.spend
+    assert (tools, resent_tools) == ([call], [resent])
+    assert [(m.voter, m.cost_usd, m.dedupe_id) for m in models] == [
+        ("w1", 0.01, resent_models[0].dedupe_id)
+    ]
+    assert models[0].run_key == call.run_key and call.run_key.endswith(":r-hand")
 
 
 @pytest.mark.parametrize(

@@ -114,3 +114,24 @@ def test_with_a_control_plane_each_call_is_reported_as_a_run(flaky: Flaky) -> No
     assert len(started) == 6 and {e["agent"] for e in started} == {"desk"}
     assert sum(e["type"] == "run.finished" for e in events) == 6
     plane.close(timeout=0.1)
+
+
+def test_refuse_keeps_the_tool_listed_and_answers_its_calls_with_the_notice(
+    flaky: Flaky,
+) -> None:
+    async def scenario() -> None:
+        breaker = ToolBreaker()
+        async with Client(build_server(flaky.state, "flaky")) as client:
+            listed = names(await client.list_tools())
+            session = guard_session(client, breaker, way="restrict")  # MCP: refuse
+            assert session.way == "refuse"
+            flaky.set(web_search="fail")
+            for _ in range(5):
+                assert (await session.call_tool("web_search", {"text": "q"})).is_error
+            assert breaker.is_open("web_search")
+            assert names(await session.list_tools()) == listed  # the tools array stays
+            refused = await session.call_tool("web_search", {"text": "q"})
+            assert refused.is_error and refused.content[0].text == breaker.notice()
+            assert flaky.calls("web_search") == 5  # never reached the server
+
+    anyio.run(scenario)

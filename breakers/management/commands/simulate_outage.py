@@ -67,6 +67,24 @@ class Command(BaseCommand):
             "Pydantic AI and the SDK's integration (FunctionModel, offline)",
         )
         parser.add_argument(
+            "--spend-amount",
+            type=float,
+            default=Scenario.spend_amount_usd,
+            help="USD at which the fleet's spend rule opens web_search (0: off, the default)",
+        )
+        parser.add_argument(
+            "--spend-window-minutes",
+            type=float,
+            default=Scenario.spend_window_s / 60,
+            help="the spend rule's window, in simulated minutes",
+        )
+        parser.add_argument(
+            "--failure",
+            choices=["retryable", "semantic"],
+            default=Scenario.failure_outcome,
+            help="how the vendor fails: 503s after retries (the story) or a 400 to every call",
+        )
+        parser.add_argument(
             "--vendor-failure",
             choices=FAILURES,
             default="503",
@@ -91,6 +109,8 @@ class Command(BaseCommand):
             raise CommandError("--wrap-up-steps must be at least 1")
         if options["vendor_failure"] != "503" and options["agent"] != "hand-written":
             raise CommandError("--vendor-failure empty is played by the hand-written agent only")
+        if not 0 <= options["spend_amount"] <= 100_000 or not options["spend_window_minutes"] > 0:
+            raise CommandError("--spend-amount must be 0-100000 and --spend-window-minutes > 0")
         if options["print_server_env"]:
             env = {**server_settings(speed=options["speed"]), **REPLAY_SERVER_SETTINGS}
             for name, value in env.items():
@@ -106,6 +126,9 @@ class Command(BaseCommand):
             seed=options["seed"],
             failure=options["vendor_failure"],
             exception_only=options["exception_only"],
+            spend_amount_usd=options["spend_amount"],
+            spend_window_s=options["spend_window_minutes"] * 60,
+            failure_outcome=options["failure"],
         )
         modes = list(MODES) if options["mode"] == "all" else [options["mode"]]
         real_seconds = scenario.total_s / options["speed"] * len(modes)
@@ -138,6 +161,16 @@ class Command(BaseCommand):
         self.stdout.write(format_table([result.figures for result in results]))
         for line in recovery_lines(results):
             self.stdout.write(line)
+        for result in results:
+            if "fleet_opened_s" not in result.figures:
+                continue
+            opened, rule = result.figures["fleet_opened_s"], result.figures["fleet_opened_by"]
+            self.stdout.write(
+                f"{result.mode}: the fleet breaker never opened web_search"
+                if opened is None
+                else f"{result.mode}: the fleet breaker opened web_search {opened:g} simulated s "
+                f"after the outage began ({rule} rule)"
+            )
         if options["json"]:
             figures = figures_json(scenario=scenario, agent=options["agent"], results=results)
             options["json"].write_text(json.dumps(figures, indent=2))

@@ -224,6 +224,16 @@ def _counts_text(counts: dict[str, int], limit: int = 5) -> str:
     return ", ".join(parts)
 
 
+def _usd_text(value: object) -> str:
+    return f"${value:,.2f}" if isinstance(value, int | float) else "$?"
+
+
+def _seconds_text(value: object) -> str:
+    if not isinstance(value, int | float):
+        return "?"
+    return f"{value / 60:g} min" if value % 60 == 0 else f"{value:g} s"
+
+
 @register.simple_tag
 def cause_text(kind: str, cause: object) -> str:
     """What caused a fleet transition, in one line (plain text: show it with ``agent_text``)."""
@@ -233,6 +243,14 @@ def cause_text(kind: str, cause: object) -> str:
         return (
             f"{data.get('consecutive', '?')} consecutive retryable failures from "
             f"{len(workers)} workers: {_counts_text(workers)}"
+        )
+    if kind == "spend":
+        workers = data.get("workers") or {}
+        return (
+            f"spend rule: {_usd_text(data.get('spend_usd'))} burned in {data.get('runs', '?')} "
+            f"runs whose calls all failed, within {_seconds_text(data.get('window_seconds'))} "
+            f"(amount {_usd_text(data.get('amount_usd'))}), from {len(workers)} workers: "
+            f"{_counts_text(workers)}"
         )
     if kind == "cooldown":
         seconds = int(data.get("cooldown_ms") or 0) / 1000

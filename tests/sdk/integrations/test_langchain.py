@@ -215,3 +215,32 @@ def test_a_tool_that_answers_with_nothing_is_degraded_and_leaves_the_request() -
     assert breaker.is_open("web_search")
     assert model.calls[2][0] == []
     assert "web_search: it returns empty results for every query" in model.calls[2][1]
+
+
+def test_refuse_keeps_tools_and_system_message_and_sends_the_notice_last() -> None:
+    replies = iter([call("web_search", 1), call("web_search", 2), call("web_search", 3)])
+    last_messages: list[BaseMessage] = []
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        last_messages.append(messages[-1])
+        return next(replies, answer("done"))
+
+    model = ScriptedChat(script=script, calls=[])
+    vendor = Vendor(ConnectionError("503 from vendor"))
+    breaker = ToolBreaker(threshold=2)
+    middleware = BreakerMiddleware(breaker, way="refuse")
+    agent = create_agent(
+        model, tools=tools_for(vendor), system_prompt="Be brief.", middleware=[middleware]
+    )
+
+    result = agent.invoke({"messages": [{"role": "user", "content": "find it"}]})
+
+    assert result["messages"][-1].content == "done"
+    assert vendor.calls == 2  # the third call was refused, not run
+    # The tools and the system message, the cached prefix, never change.
+    assert model.calls == [(["web_search", "calculator"], "Be brief.")] * 4
+    notice = breaker.notice() or ""
+    assert last_messages[2].content == notice and last_messages[1].content != notice
+    refused = tool_messages(result)[-1]
+    assert (refused.content, refused.status) == (notice, "error")
+    assert BreakerMiddleware(breaker, way="restrict").way == "refuse"

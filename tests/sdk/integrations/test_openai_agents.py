@@ -192,3 +192,30 @@ def test_worker_breakers_share_an_outage_across_invocations() -> None:
     assert names(model.calls[-1].tools) == ["calculator"]  # the third invocation never saw it
     assert "it keeps failing" in (model.calls[-1].system_instructions or "")
     assert json.dumps(vendor.calls) == "2"
+
+
+def test_refuse_keeps_the_tools_and_instructions_and_answers_the_open_tools_call() -> None:
+    model = ScriptedModel([search(1), search(2), search(3), [assistant_message("done")]])
+    vendor = Vendor(ConnectionError("503 from vendor"))
+    breaker = ToolBreaker(threshold=2)
+    agent = protect(make_agent(model, vendor), breaker, way="refuse")
+
+    result = Runner.run_sync(agent, "find it")
+
+    assert result.final_output == "done"
+    assert vendor.calls == 2  # the third call was refused, never run
+    # The cached prefix (the tools and the instructions) is the same on every call.
+    assert [names(call.tools) for call in model.calls] == [["web_search", "calculator"]] * 4
+    assert {call.system_instructions for call in model.calls} == {"Be brief."}
+    notice = breaker.notice() or ""
+    assert notice and model.calls[2].input[-1] == {"role": "developer", "content": notice}
+    assert outputs(model.calls[3].input)[-1] == notice  # the refusal is the notice
+    assert model.calls[1].input[-1].get("role") != "developer"  # no notice before it opened
+
+
+def test_restrict_is_refuse_in_the_agents_sdk_and_an_unknown_way_is_refused() -> None:
+    model = ScriptedModel([[assistant_message("done")]])
+    agent = protect(make_agent(model, Vendor()), ToolBreaker(), way="restrict")
+    assert agent.model.way == "refuse"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="way must be one of"):
+        protect(make_agent(model, Vendor()), ToolBreaker(), way="hide")

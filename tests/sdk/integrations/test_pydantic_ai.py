@@ -181,3 +181,21 @@ def test_a_tool_that_answers_with_an_error_body_is_degraded_and_removed() -> Non
     assert breaker.is_open("web_search")
     assert script.calls[2][0] == []
     assert "answers with an error instead of results (rate limited)" in script.calls[2][1]
+
+
+def test_refuse_keeps_every_tool_in_the_request_and_refuses_the_open_ones() -> None:
+    script = Script(search(1), search(2), search(3), search(4), answer("done"))
+    vendor = Vendor(ConnectionError("503 from vendor"))
+    breaker = ToolBreaker(threshold=2)
+    capabilities = breaker_capabilities(breaker, way="refuse")
+    agent = make_agent(FunctionModel(script), vendor, capabilities)
+
+    result = agent.run_sync("find it")
+
+    assert result.output == "done"
+    assert vendor.calls == 2  # calls 3 and 4 were refused, not run, and used no retry budget
+    assert [tools for tools, _ in script.calls] == [["web_search", "calculator"]] * 5
+    notice = breaker.notice() or ""
+    assert notice in script.calls[2][1]
+    assert [part.content for part in returns(result)][-2:] == [notice, notice]
+    assert breaker_capabilities(breaker, way="restrict")[0].way == "refuse"  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from breaker_panel.classify import (
     DEGRADED_PREFIX,
@@ -37,7 +37,8 @@ from breaker_panel.classify import classify as default_classify
 from breaker_panel.notice import Removal, SemanticStrike, render_notice
 from breaker_panel.result_checks import ResultChecker, Verdict
 from breaker_panel.toolsets import StepFilter
-from breaker_panel.vocabulary import Outcome, Scope, State
+from breaker_panel.vocabulary import Outcome, Scope, State, Way
+from breaker_panel.ways import Toolset, take_away
 
 __all__ = [
     "BUDGET_FRACTION_LIMIT",
@@ -270,6 +271,7 @@ class ToolBreaker:
         self._removals: Mapping[str, Removal] = MappingProxyType({})
         self._removed: frozenset[str] = frozenset()
         self._filter = StepFilter().filter
+        self._settled: frozenset[str] | None = None  # removed at the first toolset()
         self.version = 0  # bumped whenever the notice would change
         self._notice: tuple[int, str | None] = (0, None)
         self.budget_warning = (
@@ -356,6 +358,30 @@ class ToolBreaker:
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """A new list in the caller's own shape without the removed tools; `tools` is untouched."""
         return self._filter(tools, self._removed)
+
+    def toolset(
+        self, tools: Iterable[Any], *, way: Way | str | None = None, tool_choice: Any = None
+    ) -> Toolset:
+        """The tools array and `tool_choice` to send, with the removed tools taken away in `way`
+        (`remove`, `restrict` or `refuse`; None: the default for the array's provider shape)."""
+        removed = self._removed
+        if self._settled is None:
+            self._settled = removed  # lost before the first call: removed by the default way
+        return take_away(
+            tools,
+            removed,
+            way=way,
+            tool_choice=tool_choice,
+            filter=self._filter,
+            settled=self._settled,
+        )
+
+    def refusal(self, name: str) -> str | None:
+        """None if the model may call `name`; otherwise the text to answer its call with at
+        once (the notice), without calling the tool."""
+        if name not in self._removed:
+            return None
+        return self.notice() or f"{name} is unavailable for the rest of this task."
 
     def notice(self) -> str | None:
         """None while nothing is open or capped; otherwise the short text to send the model."""

@@ -15,10 +15,12 @@ __all__ = [
     "OUTCOMES",
     "SCOPES",
     "STATES",
+    "WAYS",
     "Outcome",
     "RunStatus",
     "Scope",
     "State",
+    "Way",
 ]
 
 
@@ -50,6 +52,14 @@ class Scope(StrEnum):
     FLEET = "fleet"
 
 
+class Way(StrEnum):
+    """How a lost tool is taken away from the model (contract strings; `breaker_panel.ways`)."""
+
+    REMOVE = "remove"  # the tool leaves the tools array
+    RESTRICT = "restrict"  # the array stays; the provider's allowed-tools list forbids it
+    REFUSE = "refuse"  # the array stays; a call is answered at once with the notice
+
+
 class RunStatus(StrEnum):
     """How a run ends (`Run.finish(status=...)`, the `run.finished` event)."""
 
@@ -66,4 +76,5 @@ STATES: tuple[str, ...] = tuple(member.value for member in State)
 # What a breaker does on its own; the forced states are operator actions on the fleet.
 AUTOMATIC_STATES: tuple[str, ...] = (State.CLOSED.value, State.OPEN.value, State.HALF_OPEN.value)
 SCOPES: tuple[str, ...] = tuple(member.value for member in Scope)
+WAYS: tuple[str, ...] = tuple(member.value for member in Way)
 FINISHED_STATUSES: tuple[str, ...] = tuple(member.value for member in RunStatus)

@@ -43,7 +43,8 @@ from breaker_panel.external_scope import (
 from breaker_panel.notice import render_notice
 from breaker_panel.result_checks import Verdict
 from breaker_panel.toolsets import StepFilter, tool_names
-from breaker_panel.vocabulary import COUNTED_OUTCOMES
+from breaker_panel.vocabulary import COUNTED_OUTCOMES, Way
+from breaker_panel.ways import Toolset, take_away
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -356,6 +357,7 @@ class RunBreakers:
         self._removals: dict[str, Removal] = {}
         self._removed: frozenset[str] = frozenset()
         self._filter = StepFilter().filter
+        self._settled: frozenset[str] | None = None  # removed at the first toolset()
         self._leases: dict[str, TrialLease] = {}
         self._fleet_trials: dict[str, ExternalScope] = {}  # half-open tools this run may call
         self._synced = -1  # the sum of every scope's version last folded in; -1: not to be trusted
@@ -372,6 +374,31 @@ class RunBreakers:
         """A new list in the caller's shape without the tools this run has lost."""
         tools = tools if isinstance(tools, list) else list(tools)
         return self._filter(tools, self._sync(tools))
+
+    def toolset(
+        self, tools: Iterable[Any], *, way: Way | str | None = None, tool_choice: Any = None
+    ) -> Toolset:
+        """The tools array and `tool_choice` to send, the lost tools taken away in `way`
+        (`breaker_panel.ways`); offers the tools as `available()` does."""
+        tools = tools if isinstance(tools, list) else list(tools)
+        removed = self._sync(tools)
+        if self._settled is None:
+            self._settled = removed  # lost before the first call: removed by the default way
+        return take_away(
+            tools,
+            removed,
+            way=way,
+            tool_choice=tool_choice,
+            filter=self._filter,
+            settled=self._settled,
+        )
+
+    def refusal(self, name: str) -> str | None:
+        """None if the run may call `name` (see `is_open`); otherwise the text to answer its
+        call with at once (the notice), without calling the tool."""
+        if not self.is_open(name):
+            return None
+        return self.notice() or f"{name} is unavailable for the rest of this task."
 
     def notice(self) -> str | None:
         removed = self._sync()

@@ -12,6 +12,7 @@ from breaker_panel.classify import Classifier
 from breaker_panel.core import ToolBreaker
 from breaker_panel.result_checks import ResultChecker
 from breaker_panel.vocabulary import SCOPES
+from breaker_panel.ways import parse_way
 from breaker_panel.worker import DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN
 
 __all__ = ["PlaneConfig"]
@@ -35,6 +36,10 @@ class PlaneConfig:
     # What `Run.record_result()` checks; None: every built-in check on every tool. One checker
     # per plane, so the stale check sees the same answer across this worker's runs.
     result_checks: ResultChecker | None = None
+    # How `Run.toolset()` takes a lost tool away when neither the call nor the run names a way:
+    # "remove", "restrict", "refuse", or None for the default of the array's provider shape
+    # (`breaker_panel.ways.DEFAULT_WAYS`). `available()` always removes.
+    way: str | None = None
     # -- sending events ------------------------------------------------------------------
     batch_size: int = 100
     # A batch takes every waiting event up to this (half the server's INGEST_MAX_EVENTS, 1000):
@@ -58,5 +63,6 @@ class PlaneConfig:
         unknown = chosen - set(SCOPES)
         if unknown:
             raise ValueError(f"scopes must be among {list(SCOPES)}, got {sorted(unknown)}")
+        object.__setattr__(self, "way", parse_way(self.way))
         # A tuple in a fixed order, so configs compare equal whatever collection was passed.
         object.__setattr__(self, "scopes", tuple(s for s in SCOPES if s in chosen))

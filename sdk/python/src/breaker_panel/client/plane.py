@@ -27,7 +27,7 @@ from breaker_panel.client.transport import Backoff, Transport
 from breaker_panel.core import Clock
 from breaker_panel.external_scope import ExternalScope, ScopeState
 from breaker_panel.result_checks import ResultChecker
-from breaker_panel.vocabulary import Scope, State
+from breaker_panel.vocabulary import Scope, State, Way
 from breaker_panel.worker import WorkerBreakers
 
 logger = logging.getLogger("breaker_panel.client")
@@ -126,13 +126,21 @@ class ControlPlane:
         step_budget: int | None = None,
         run_id: str | None = None,
         trial_wait: float = 0.0,
+        way: Way | str | None = None,
     ) -> Run:
         """A new run. If a fleet tool this worker's runs offer is half-open and this worker
         does not hold its trial lease, the lease is asked for at once (in the background);
         ``trial_wait`` > 0 waits up to that many seconds for the answer, so that this run
-        can make the trial itself (docs/adr/0177-run-start-asks-for-trials.md)."""
+        can make the trial itself (docs/adr/0177-run-start-asks-for-trials.md). ``way``: how
+        this run's ``toolset()`` takes a lost tool away (default: the plane's ``way``)."""
         run_id = run_id or f"run-{process_ids.new()}"
-        run = Run(self, run_id=run_id, agent=agent, step_budget=step_budget)
+        run = Run(
+            self,
+            run_id=run_id,
+            agent=agent,
+            step_budget=step_budget,
+            way=self.config.way if way is None else way,
+        )
         if Scope.FLEET in self.scopes:
             self.fleet_sync.want_trials(wait=min(max(0.0, trial_wait), MAX_TRIAL_WAIT))
         self.sender.emit(

@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from breaker_panel.client.events import transition_event
 from breaker_panel.client.sender import EventSender
 from breaker_panel.core import FailureInfo, Removal, ToolBreaker
 from breaker_panel.external_scope import ExternalScope
 from breaker_panel.result_checks import ResultChecker, Verdict
-from breaker_panel.vocabulary import FINISHED_STATUSES, Outcome, Scope, State
+from breaker_panel.vocabulary import FINISHED_STATUSES, Outcome, Scope, State, Way
+from breaker_panel.ways import Toolset, parse_way
 from breaker_panel.worker import RunBreakers, WorkerBreakers
 
 _RUN_STATUSES = frozenset(FINISHED_STATUSES)
@@ -41,8 +42,17 @@ class Run:
     unless the caller passes ``step=`` explicitly.
     """
 
-    def __init__(self, plane: Plane, *, run_id: str, agent: str, step_budget: int | None):
+    def __init__(
+        self,
+        plane: Plane,
+        *,
+        run_id: str,
+        agent: str,
+        step_budget: int | None,
+        way: Way | str | None = None,
+    ):
         self.plane = plane
+        self.way = parse_way(way)  # for toolset(); None: the default of the array's shape
         self._emit = plane.sender.emit
         self._append = plane.sender.append
         self.run_id = run_id
@@ -77,6 +87,28 @@ class Run:
     def available[T](self, tools: Iterable[T]) -> list[T]:
         """The tools in the caller's shape, without those this run has lost (any scope)."""
         return self.breakers.available(tools)
+
+    def toolset(
+        self, tools: Iterable[Any], *, way: Way | str | None = None, tool_choice: Any = None
+    ) -> Toolset:
+        """The tools array and `tool_choice` to send this step, the lost tools taken away in
+        `way` (default: the run's, else the array's shape's; `breaker_panel.ways`). Under
+        `refuse` (and a `restrict` that fell back to it) answer a model's call of a hidden
+        tool with `refusal()`."""
+        return self.breakers.toolset(
+            tools, way=self.way if way is None else way, tool_choice=tool_choice
+        )
+
+    def refusal(
+        self, tool: str, *, step: int | None = None, breakers: RunBreakers | None = None
+    ) -> str | None:
+        """None if the model may call `tool`; otherwise the call is recorded as ``blocked``
+        and the text to answer it with at once (the notice) is returned: the vendor is never
+        called."""
+        text = (self.breakers if breakers is None else breakers).refusal(tool)
+        if text is not None:
+            self.record_blocked(tool, step=step, breakers=breakers)
+        return text
 
     def notice(self) -> str | None:
         """None, or the text for the model naming each removed tool, its scope and last error."""

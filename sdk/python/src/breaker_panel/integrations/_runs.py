@@ -16,6 +16,8 @@ from typing import Any
 from breaker_panel.client import ControlPlane, Run
 from breaker_panel.core import FailureInfo, ToolBreaker
 from breaker_panel.result_checks import Verdict
+from breaker_panel.vocabulary import Way
+from breaker_panel.ways import Toolset
 from breaker_panel.worker import RunBreakers, WorkerBreakers
 
 __all__ = ["Breaker", "Price", "RunHandle", "run_factory"]
@@ -44,6 +46,9 @@ class RunHandle:
 
     def available[T](self, tools: Iterable[T]) -> list[T]:
         return self._breakers.available(tools)
+
+    def toolset(self, tools: Iterable[Any], way: Way | str | None) -> Toolset:
+        return self._breakers.toolset(tools, way=way)
 
     def notice(self) -> str | None:
         return self._breakers.notice()

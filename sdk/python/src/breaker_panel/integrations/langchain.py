@@ -7,6 +7,14 @@
 - `wrap_tool_call` refuses a call to an open tool with an error `ToolMessage` (the notice),
   without running it: taking a tool out of `ModelRequest.tools` does not stop `ToolNode`
   running it if the model still calls it (the trap of issue 12).
+- Ways of taking a tool away (`BreakerMiddleware(..., way=)`): `remove` (the default, as
+  above) or `refuse`: every tool stays in `ModelRequest.tools`, so a provider's prompt cache
+  keyed on the tools holds, the notice goes last (a `HumanMessage` after the newest message,
+  never into the cached system message), and a call of an open tool is refused as below.
+  `restrict` falls back to `refuse`: a `ModelRequest` carries no provider-neutral allowed-tools
+  list. `remove` stays the default: a middleware does not know which provider's cache (if any)
+  sits behind the chat model; for OpenAI- and Anthropic-shaped models with caching the replay
+  finds `refuse` cheaper (docs/benchmarks.md, "Ways of taking a tool away").
 - Every tool call's outcome is recorded from the exception itself. An exception is then turned
   into an error `ToolMessage` for the model (`handle_errors=True`, the default), so the run
   goes on and the breaker can take the tool away; `handle_errors=False` re-raises it.
@@ -24,11 +32,13 @@ from typing import Annotated, Any, NotRequired
 from breaker_panel.classify import ToolFailure
 from breaker_panel.integrations import DidNotEnable
 from breaker_panel.integrations._runs import Breaker, Price, RunHandle, now, run_factory
+from breaker_panel.vocabulary import Way
+from breaker_panel.ways import parse_way
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState
     from langchain.agents.middleware.types import PrivateStateAttr
-    from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
     from langgraph.errors import GraphBubbleUp
 except ImportError as error:  # pragma: no cover - exercised in a venv without the extra
     raise DidNotEnable(
@@ -60,8 +70,11 @@ class BreakerMiddleware(AgentMiddleware[BreakerState, Any, Any]):
         agent: str = "langchain-agent",
         price: Price | None = None,
         handle_errors: bool = True,
+        way: Way | str = Way.REMOVE,
     ) -> None:
         super().__init__()
+        chosen = parse_way(way) or Way.REMOVE
+        self.way = Way.REFUSE if chosen is Way.RESTRICT else chosen
         self._start = run_factory(breaker, agent=agent, price=price)
         self.handle_errors = handle_errors
         self._runs: dict[str, RunHandle] = {}
@@ -102,14 +115,14 @@ class BreakerMiddleware(AgentMiddleware[BreakerState, Any, Any]):
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         handle = self._handle(request.state)
         started = now()
-        response = handler(_constrain(handle, request))
+        response = handler(_constrain(handle, request, self.way))
         _record_usage(handle, request, response, started)
         return response
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         handle = self._handle(request.state)
         started = now()
-        response = await handler(_constrain(handle, request))
+        response = await handler(_constrain(handle, request, self.way))
         _record_usage(handle, request, response, started)
         return response
 
@@ -160,11 +173,14 @@ def _key(state: Any) -> str:
     return key if isinstance(key, str) else ""
 
 
-def _constrain(handle: RunHandle, request: Any) -> Any:
-    tools = handle.available(request.tools)
+def _constrain(handle: RunHandle, request: Any, way: Way = Way.REMOVE) -> Any:
+    tools = handle.toolset(request.tools, way).tools
     notice = handle.notice()
     if not notice:
         return request.override(tools=tools) if len(tools) != len(request.tools) else request
+    if way is Way.REFUSE:
+        # The tools and the system message are the cached prefix: the notice goes last.
+        return request.override(messages=[*request.messages, HumanMessage(content=notice)])
     return request.override(
         tools=tools, system_message=_with_notice(request.system_message, notice)
     )

@@ -11,6 +11,13 @@ session is part of that run. Or the worker's (`WorkerBreakers`) or a `ControlPla
 Works with `mcp` 1.x (`ClientSession`, `isError`) and 2.x (`ClientSession` or `mcp.Client`,
 `is_error`): results and errors are read by duck typing, and `mcp` itself is imported only to
 build a refusal. The gateway (`breaker_panel.mcp_gateway`) classifies with the same rules.
+
+Ways of taking a tool away (`guard_session(..., way=)`): `remove` (the default: open tools leave
+`list_tools()`, for clients that re-list before each model call) or `refuse` (`list_tools()`
+keeps every tool, so a tools array an agent builds from it, and the provider's prompt cache on
+it, stay the same; a call of an open tool is answered with the notice either way). `restrict`
+falls back to `refuse`: MCP has no allowed-tools list. The MCP gateway always refuses too, for
+clients that never re-list (docs/adr/0183-refusals-work-without-list-changed.md).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from breaker_panel.client import ControlPlane, Run
 from breaker_panel.core import FailureInfo
 from breaker_panel.notice import Removal
 from breaker_panel.per_call import FleetBreakers, LocalBreakers
+from breaker_panel.vocabulary import Way
+from breaker_panel.ways import parse_way
 from breaker_panel.worker import WorkerBreakers
 
 __all__ = [
@@ -287,8 +296,11 @@ class GuardedSession:
         classifier: McpClassifier | None = None,
         *,
         agent: str = "mcp-client",
+        way: Way | str = Way.REMOVE,
     ) -> None:
         self.session = session
+        chosen = parse_way(way) or Way.REMOVE
+        self.way = Way.REFUSE if chosen is Way.RESTRICT else chosen
         self.classifier = classifier or McpClassifier()
         self.last_failure: FailureInfo | None = None
         self._per_call: LocalBreakers | FleetBreakers | None = None
@@ -301,6 +313,8 @@ class GuardedSession:
 
     async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
         result = await self.session.list_tools(*args, **kwargs)
+        if self.way is Way.REFUSE:
+            return result  # every tool stays listed: its calls are refused in call_tool()
         if self._per_call is not None:
             offered = self._per_call.offered(tool.name for tool in result.tools)
             tools = [tool for tool in result.tools if tool.name in offered]
@@ -368,8 +382,10 @@ def guard_session(
     *,
     retryable_patterns: Sequence[str] = DEFAULT_RETRYABLE_PATTERNS,
     agent: str = "mcp-client",
+    way: Way | str = Way.REMOVE,
 ) -> GuardedSession:
-    """Wrap an MCP client session (1.x or 2.x) so open tools leave `list_tools()` and every
-    `call_tool()` is recorded; a call to an open tool is refused with the notice, unsent.
-    `agent` names the runs a `ControlPlane` reports (one per call)."""
-    return GuardedSession(session, breaker, McpClassifier(retryable_patterns), agent=agent)
+    """Wrap an MCP client session (1.x or 2.x) so open tools leave `list_tools()` (`way`
+    "remove"; "refuse" keeps them listed) and every `call_tool()` is recorded; a call to an
+    open tool is refused with the notice, unsent. `agent` names the runs a `ControlPlane`
+    reports (one per call)."""
+    return GuardedSession(session, breaker, McpClassifier(retryable_patterns), agent=agent, way=way)

@@ -10,6 +10,15 @@ How, and the traps avoided (docs/adr/0123-openai-agents-sdk-integration-through-
   that disappears between the model call and its execution raises `ModelBehaviorError` and
   ends the run. Every tool stays registered; the model just is not offered the open ones.
 - The notice is appended to that model call's instructions.
+- Ways of taking a tool away (`protect(..., way=)`): `remove` (the default, as above) or
+  `refuse`: every tool stays in the tools sent, so the provider's prompt cache holds, the
+  notice goes last in that call's input (a `developer` message) instead of the cached
+  instructions, and a call of an open tool is refused by the guardrail below. `restrict`
+  falls back to `refuse`: the Agents SDK's `ModelSettings.tool_choice` takes no
+  `allowed_tools` object. `remove` stays the default because these are framework tool
+  objects, not one provider's shape, and the model this agent calls may not cache at all;
+  for OpenAI models with caching the replay finds `refuse` cheaper than `remove`
+  (docs/benchmarks.md, "Ways of taking a tool away").
 - A call the model still makes to an open tool is refused by a tool input guardrail
   (`reject_content`, the notice as the tool's answer).
 - Failures are recorded in a `failure_error_function` wrapper, which sees the exception: hooks'
@@ -31,6 +40,8 @@ from typing import Any
 
 from breaker_panel.integrations import DidNotEnable
 from breaker_panel.integrations._runs import Breaker, Price, RunHandle, now, run_factory
+from breaker_panel.vocabulary import Way
+from breaker_panel.ways import parse_way
 
 try:
     from agents import Agent, AgentHooks, FunctionTool, Model, ModelResponse
@@ -104,9 +115,11 @@ class _ProtectedAgent(Agent[Any]):
 
 
 class BreakerModel(Model):
-    """Wraps a `Model`: removes open tools from each call, adds the notice, records usage."""
+    """Wraps a `Model`: takes open tools away from each call (`way`: remove or refuse), adds the
+    notice, records usage."""
 
-    def __init__(self, inner: Model | str | None) -> None:
+    def __init__(self, inner: Model | str | None, *, way: Way | str = Way.REMOVE) -> None:
+        self.way = _integration_way(way)
         self._inner = inner
         self._resolved: Model | None = inner if isinstance(inner, Model) else None
 
@@ -130,7 +143,9 @@ class BreakerModel(Model):
     ) -> ModelResponse:
         handle = _handle()
         if handle is not None:
-            tools, system_instructions = _constrain(handle, tools, system_instructions)
+            tools, system_instructions, input = _constrain(
+                handle, tools, system_instructions, input, self.way
+            )
         started = now()
         response = await self.inner.get_response(
             system_instructions,
@@ -165,7 +180,9 @@ class BreakerModel(Model):
     ) -> AsyncIterator[Any]:
         handle = _handle()
         if handle is not None:
-            tools, system_instructions = _constrain(handle, tools, system_instructions)
+            tools, system_instructions, input = _constrain(
+                handle, tools, system_instructions, input, self.way
+            )
         started = now()
         async for event in self.inner.stream_response(
             system_instructions,
@@ -195,14 +212,24 @@ class BreakerModel(Model):
             await self._resolved.close()
 
 
+def _integration_way(way: Way | str) -> Way:
+    """remove or refuse; restrict falls back to refuse (no allowed_tools in ModelSettings)."""
+    chosen = parse_way(way) or Way.REMOVE
+    return Way.REFUSE if chosen is Way.RESTRICT else chosen
+
+
 def _constrain(
-    handle: RunHandle, tools: list[Any], instructions: str | None
-) -> tuple[list[Any], str | None]:
-    tools = handle.available(tools)
+    handle: RunHandle, tools: list[Any], instructions: str | None, input: Any, way: Way
+) -> tuple[list[Any], str | None, Any]:
+    tools = handle.toolset(tools, way).tools
     notice = handle.notice()
-    if notice:
-        instructions = f"{instructions}\n\n{notice}" if instructions else notice
-    return tools, instructions
+    if not notice:
+        return tools, instructions, input
+    if way is Way.REMOVE:
+        return tools, f"{instructions}\n\n{notice}" if instructions else notice, input
+    # The instructions and the tools are the cached prefix: the notice goes last instead.
+    items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+    return tools, instructions, [*items, {"role": "developer", "content": notice}]
 
 
 def _model_name(model: Model) -> str:
@@ -342,10 +369,18 @@ for _name in (
 # -- the one-line wiring -------------------------------------------------------------------
 
 
-def protect(agent: Agent[Any], breaker: Breaker, *, price: Price | None = None) -> Agent[Any]:
+def protect(
+    agent: Agent[Any],
+    breaker: Breaker,
+    *,
+    price: Price | None = None,
+    way: Way | str = Way.REMOVE,
+) -> Agent[Any]:
     """A copy of `agent` whose runs obey `breaker` (a ToolBreaker, WorkerBreakers or
     ControlPlane); `agent` itself is left as it was. `price(model, input_tokens,
     output_tokens)` gives a model call's cost in USD for a ControlPlane (0 without it).
+    `way`: `remove` (open tools leave the tools sent) or `refuse` (they stay, so a prompt
+    cache holds, and their calls are answered with the notice); `restrict` means `refuse` here.
 
     Pass no `model=` in the `RunConfig`: it would replace the protected model.
     """
@@ -356,6 +391,6 @@ def protect(agent: Agent[Any], breaker: Breaker, *, price: Price | None = None) 
         if field.init and field.name != "breaker_guard"
     }
     values["tools"] = [_protect_tool(tool) for tool in agent.tools]
-    values["model"] = BreakerModel(agent.model)
+    values["model"] = BreakerModel(agent.model, way=way)
     values["hooks"] = _FinishingHooks(agent.hooks)
     return _ProtectedAgent(**values, breaker_guard=_Guard(start))

@@ -9,6 +9,15 @@ registered and is only taken out of each model request (`before_model_request`);
 model still makes to it is refused in `before_tool_execute` with `ToolFailed`, which shows the
 model the notice without using the retry budget.
 
+Ways of taking a tool away (`breaker_capabilities(..., way=)`): `remove` (the default, as
+above) or `refuse`, where every tool stays in each model request (so the tools, the first part
+of a provider's cached prefix, stay the same) and a call of an open tool is refused as above.
+`restrict` falls back to `refuse`: `ModelRequestParameters` has no allowed-tools list. The
+notice stays among the instructions, which Pydantic AI sends as the system prompt: under
+`refuse` the cached prefix holds up to the tools and is written again from the system prompt
+on, once per run. `remove` stays the default: a capability does not know which provider's
+cache, if any, is behind the model (docs/benchmarks.md, "Ways of taking a tool away").
+
 Each run gets its own copy of the capability (`for_run`), holding that run's breakers: one
 agent serves concurrent runs. Tool failures are recorded from the exception and then shown to
 the model as `ToolFailed` (`handle_errors=True`, the default) so the run goes on and the breaker
@@ -24,6 +33,8 @@ from typing import Any
 from breaker_panel.classify import ToolFailure
 from breaker_panel.integrations import DidNotEnable
 from breaker_panel.integrations._runs import Breaker, Price, RunHandle, now, run_factory
+from breaker_panel.vocabulary import Way
+from breaker_panel.ways import parse_way
 
 try:
     from pydantic_ai import RunContext
@@ -53,14 +64,17 @@ class BreakerCapability(AbstractCapability[Any]):
         *,
         handle_errors: bool = True,
         handle: RunHandle | None = None,
+        way: Way | str = Way.REMOVE,
     ) -> None:
         self._start = start
         self.handle_errors = handle_errors
         self.handle = handle  # None on the agent's own instance: runs get a copy with one
+        chosen = parse_way(way) or Way.REMOVE
+        self.way = Way.REFUSE if chosen is Way.RESTRICT else chosen
 
     async def for_run(self, ctx: RunContext[Any]) -> BreakerCapability:
         return BreakerCapability(
-            self._start, handle_errors=self.handle_errors, handle=self._start()
+            self._start, handle_errors=self.handle_errors, handle=self._start(), way=self.way
         )
 
     def get_instructions(self) -> Any:
@@ -92,7 +106,7 @@ class BreakerCapability(AbstractCapability[Any]):
         if self.handle is None:
             return request_context
         parameters = request_context.model_request_parameters
-        tools = self.handle.available(parameters.function_tools)
+        tools = self.handle.toolset(parameters.function_tools, self.way).tools
         if len(tools) == len(parameters.function_tools):
             return request_context
         return dataclasses.replace(
@@ -154,7 +168,9 @@ def breaker_capabilities(
     agent: str = "pydantic-ai-agent",
     price: Price | None = None,
     handle_errors: bool = True,
+    way: Way | str = Way.REMOVE,
 ) -> list[AbstractCapability[Any]]:
-    """The capabilities to pass as `Agent(..., capabilities=...)` (with any of your own)."""
+    """The capabilities to pass as `Agent(..., capabilities=...)` (with any of your own);
+    `way`: `remove` or `refuse` (`restrict` means `refuse` here; see the module docstring)."""
     start = run_factory(breaker, agent=agent, price=price)
-    return [BreakerCapability(start, handle_errors=handle_errors)]
+    return [BreakerCapability(start, handle_errors=handle_errors, way=way)]

@@ -77,6 +77,7 @@ class RunRecord:
     model_calls: int = 0
     search_calls: int = 0  # calls that reached the vendor
     search_calls_failing: int = 0  # ... while it was down
+    empty_answers: int = 0  # ... of which answered 200 with nothing (Scenario.failure="empty")
     http_attempts: int = 0
     refused: int = 0  # refused by a fail-fast breaker
     degraded: bool = False
@@ -280,6 +281,7 @@ def _empty_answer(
     the call is degraded; counting only exceptions it is a success. The model re-plans either
     way: it has no answer."""
     record.search_calls_failing += 1
+    record.empty_answers += 1
     clock.sleep(scenario.healthy_search_s)
     record.http_attempts += 1
     duration_ms = round(scenario.healthy_search_s * 1000)
@@ -298,6 +300,6 @@ def what_it_met(record: RunRecord, *, removed: bool) -> str:
         return "refused fast"
     if record.http_attempts > record.search_calls:  # some call failed after its retries
         return "failed through"
-    if record.search_calls_failing:  # answered, with nothing in it
+    if record.empty_answers:  # answered, with nothing in it
         return "failed through"
     return "healthy tool"

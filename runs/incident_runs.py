@@ -14,7 +14,15 @@ from decimal import Decimal
 
 from django.db.models import Count, Q, QuerySet, Sum
 
-from runs.models import BreakerState, ModelCall, Outcome, ReportedTransition, Run, ToolCall
+from runs.models import (
+    BreakerState,
+    CostSource,
+    ModelCall,
+    Outcome,
+    ReportedTransition,
+    Run,
+    ToolCall,
+)
 
 __all__ = ["IncidentMeasures", "incident_measures", "runs_affected"]
 
@@ -27,6 +35,10 @@ def runs_affected(*, tool: str, start: datetime, end: datetime) -> QuerySet[Run]
         tool=tool, state=BreakerState.OPEN, run__isnull=False, ts__gte=start, ts__lt=end
     ).values("run_id")
     return Run.objects.filter(Q(pk__in=called) | Q(pk__in=removed))
+
+
+# A model call that said how much of its input was cached (either count, even 0).
+_REPORTED_CACHE = Q(cache_read_tokens__isnull=False) | Q(cache_write_tokens__isnull=False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,17 @@ class IncidentMeasures:
     vendor_attempts: int
     failures: int  # counted: retryable or degraded
     blocked: int
+    # Prompt caching of those model calls: tokens read from the cache, and the input tokens of
+    # the calls that reported cache counts (the share's denominator).
+    cache_read_tokens: int = 0
+    cache_input_tokens: int = 0
+    unpriced_calls: int = 0  # model calls whose price is unknown (counted as $0 in the spend)
+
+    @property
+    def cached_share(self) -> float | None:
+        if not self.cache_input_tokens:
+            return None
+        return self.cache_read_tokens / self.cache_input_tokens
 
 
 def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentMeasures:
@@ -53,7 +76,13 @@ def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentM
     runs = affected.aggregate(n=Count("id"), degraded=Count("id", filter=Q(degraded=True)))
     model = ModelCall.objects.filter(
         ts__gte=start, ts__lt=end, run_id__in=affected.values("pk")
-    ).aggregate(n=Count("id"), spend=Sum("cost_usd"))
+    ).aggregate(
+        n=Count("id"),
+        spend=Sum("cost_usd"),
+        cache_read=Sum("cache_read_tokens"),
+        cache_input=Sum("input_tokens", filter=_REPORTED_CACHE),
+        unpriced=Count("id", filter=Q(cost_source=CostSource.UNKNOWN)),
+    )
     reached = ~Q(outcome=Outcome.BLOCKED)
     calls = ToolCall.objects.filter(tool=tool, ts__gte=start, ts__lt=end).aggregate(
         n=Count("id"),
@@ -74,4 +103,7 @@ def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentM
         vendor_attempts=calls["attempts"] or 0,
         failures=calls["failures"],
         blocked=calls["blocked"],
+        cache_read_tokens=model["cache_read"] or 0,
+        cache_input_tokens=model["cache_input"] or 0,
+        unpriced_calls=model["unpriced"],
     )

@@ -131,6 +131,15 @@ class Run(models.Model):
     model_spend_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
+    # Parts of input_tokens read from and written to the provider's prompt cache, and the input
+    # tokens of the calls that said how much of their input was cached (the cached share's
+    # denominator: a call that reported no cache counts says nothing about caching).
+    cache_read_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_input_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    # Model calls whose price is unknown (no cost sent, and tokens unusable or a model the
+    # price table does not know): the run's spend is then a lower bound, and the page says so.
+    unpriced_calls = models.PositiveIntegerField(default=0, db_default=0)
     tool_calls = models.PositiveIntegerField(default=0)
     tool_attempts = models.PositiveIntegerField(default=0)
     tool_failures = models.PositiveIntegerField(default=0)
@@ -157,6 +166,21 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.run_id
 
+    @property
+    def cached_share(self) -> float | None:
+        """Share of input tokens read from the prompt cache, over the calls that said."""
+        if not self.cache_input_tokens:
+            return None
+        return self.cache_read_tokens / self.cache_input_tokens
+
+
+class CostSource(models.TextChoices):
+    """Where a model call's cost came from."""
+
+    REPORTED = "reported"  # the agent sent cost_usd
+    TABLE = "table"  # priced from its tokens with the genai-prices table (runs.pricing)
+    UNKNOWN = "unknown"  # no cost sent and none could be worked out: stored as 0, marked
+
 
 class ModelCall(models.Model):
     event_id = models.CharField(max_length=200)
@@ -169,7 +193,16 @@ class ModelCall(models.Model):
     model = models.CharField(max_length=200, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # None: the call did not say (JSON null or absent); parts of input_tokens when given.
+    cache_read_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    cost_source = models.CharField(
+        max_length=10, choices=CostSource, default=CostSource.REPORTED, db_default="reported"
+    )
+    # Why the call's token counts or price cannot be trusted ("" when they can): shown on the
+    # run's page beside the call. Token counts of such a call are stored as 0.
+    problem = models.TextField(blank=True, default="", db_default="")
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:

@@ -116,14 +116,38 @@ class RunStartedEvent(_Event):
     step_budget: PositiveCount | None = None
 
 
+# A token count is any whole number here: one that is absent, negative, absurd or larger than
+# the input it is part of does not reject the call (its spend and step still count); the call is
+# stored with its tokens unknown and, without a cost, its price unknown (runs.pricing).
+TokenCount = Annotated[int, Field(strict=True)]
+
+
 class ModelCallEvent(_Event):
     type: Literal["model.call"]
     run_id: Identifier
     step: Count | None = None
     model: OptionalName = ""
-    input_tokens: Count
-    output_tokens: Count
-    cost_usd: Annotated[float, Field(strict=True, ge=0, le=MAX_COST_USD, allow_inf_nan=False)]
+    provider: OptionalName = Field(
+        default="",
+        description="Optional: the model's provider (e.g. 'anthropic'), to find its price.",
+    )
+    input_tokens: TokenCount | None = Field(
+        default=None, description="All input tokens, cache reads and writes included."
+    )
+    output_tokens: TokenCount | None = None
+    cache_read_tokens: TokenCount | None = Field(
+        default=None, description="Optional: the part of input_tokens read from the prompt cache."
+    )
+    cache_write_tokens: TokenCount | None = Field(
+        default=None, description="Optional: the part of input_tokens written to the prompt cache."
+    )
+    cost_usd: (
+        Annotated[float, Field(strict=True, ge=0, le=MAX_COST_USD, allow_inf_nan=False)] | None
+    ) = Field(
+        default=None,
+        description="Optional: when absent the control plane prices the tokens with the "
+        "genai-prices table (cache reads and writes at their own rates), or marks it unknown.",
+    )
     duration_ms: Count | None = None
 
 

@@ -41,8 +41,10 @@ from runs.ingest_fleet import (
     fleet_ready,
     fleet_state_for_reply,
 )
-from runs.models import AgentToken, IngestedEvent, Outcome
+from runs.models import AgentToken, CostSource, IngestedEvent, Outcome
+from runs.pricing import price_call, usage_problem
 from runs.schemas import (
+    MAX_COST_USD,
     MAX_COUNT,
     BreakerTransitionEvent,
     ModelCallEvent,
@@ -79,6 +81,7 @@ _FAILED_OUTCOMES = frozenset(
 )
 _MICRO_USD = Decimal("0.000001")
 MAX_BIGINT = 9_223_372_036_854_775_807
+_MAX_CALL_USD = Decimal(MAX_COST_USD)
 
 
 class CommitUnknown(OperationalError):
@@ -121,6 +124,10 @@ _TOTAL_LIMITS = Totals(
     model_spend_usd=Decimal("99999999.999999"),
     input_tokens=MAX_BIGINT,
     output_tokens=MAX_BIGINT,
+    cache_read_tokens=MAX_BIGINT,
+    cache_write_tokens=MAX_BIGINT,
+    cache_input_tokens=MAX_BIGINT,
+    unpriced_calls=MAX_COUNT,
     tool_calls=MAX_COUNT,
     tool_attempts=MAX_COUNT,
     tool_failures=MAX_COUNT,
@@ -297,13 +304,14 @@ class _FleetWho:
     def model_call(
         self, event: ModelCallEvent, *, dedupe_id: str, run_key: str
     ) -> AcceptedModelCall:
-        """``event`` as the fleet's spend rule takes it."""
+        """``event`` as the fleet's spend rule takes it, at the cost it was stored with (the
+        reported one, or the table's; an unknown price counts 0, as in the run's spend)."""
         return AcceptedModelCall(
             event_id=event.id,
             ts=event.ts,
             voter=self.voter,
             run_key=run_key,
-            cost_usd=event.cost_usd,
+            cost_usd=float(_priced_call(event).cost),
             dedupe_id=dedupe_id,
         )
 
@@ -458,12 +466,12 @@ def _add(
         ref.finished = True
         ref.finished_by = event
     elif isinstance(event, ModelCallEvent):
-        cost = _usd(event.cost_usd)
+        call = _priced_call(event)
         totals, room = ref.totals, ref.room
         model_calls = totals.model_calls + 1
-        spend = totals.model_spend_usd + cost
-        input_tokens = totals.input_tokens + event.input_tokens
-        output_tokens = totals.output_tokens + event.output_tokens
+        spend = totals.model_spend_usd + call.cost
+        input_tokens = totals.input_tokens + call.input_tokens
+        output_tokens = totals.output_tokens + call.output_tokens
         if checked and (
             model_calls > room.model_calls
             or spend > room.model_spend_usd
@@ -478,9 +486,17 @@ def _add(
         totals.model_spend_usd = spend
         totals.input_tokens = input_tokens
         totals.output_tokens = output_tokens
+        # Each of these grows by at most MAX_CALL_TOKENS (or 1) per call, far below its room
+        # while input_tokens (which they are parts of) stays below its own.
+        totals.cache_read_tokens += call.cache_read_tokens or 0
+        totals.cache_write_tokens += call.cache_write_tokens or 0
+        if call.cache_read_tokens is not None or call.cache_write_tokens is not None:
+            totals.cache_input_tokens += call.input_tokens
+        totals.unpriced_calls += call.source == CostSource.UNKNOWN
         writes.model_calls.append((
-            event.id, ref.run_id, event.ts, event.step, event.model, event.input_tokens,
-            event.output_tokens, cost, event.duration_ms,
+            event.id, ref.run_id, event.ts, event.step, event.model, call.input_tokens,
+            call.output_tokens, call.cache_read_tokens, call.cache_write_tokens, call.cost,
+            call.source, call.problem, event.duration_ms,
         ))  # fmt: skip
         plan.model_calls.append(
             who.model_call(
@@ -531,6 +547,53 @@ def _overflow_reason(ref: _RunRef, **sums: int | Decimal) -> str:
 
 def _usd(cost: float) -> Decimal:
     return Decimal(repr(cost)).quantize(_MICRO_USD)
+
+
+@dataclass(frozen=True, slots=True)
+class _PricedCall:
+    """A model call as stored: token counts that cannot be trusted are 0 and ``problem`` says
+    why; a call without a cost is priced from the table, or stored as unknown (0, marked)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cost: Decimal
+    source: str
+    problem: str
+
+
+def _priced_call(event: ModelCallEvent) -> _PricedCall:
+    counts = (
+        event.input_tokens,
+        event.output_tokens,
+        event.cache_read_tokens,
+        event.cache_write_tokens,
+    )
+    problem = usage_problem(*counts)
+    if event.cost_usd is not None:
+        cost, source = _usd(event.cost_usd), CostSource.REPORTED
+        note = f"token counts unusable: {problem}" if problem else ""
+    else:
+        price = price_call(
+            model=event.model,
+            provider=event.provider,
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
+            cache_read_tokens=event.cache_read_tokens,
+            cache_write_tokens=event.cache_write_tokens,
+        )
+        if price.usd is None or price.usd > _MAX_CALL_USD:
+            cost, source = Decimal(0), CostSource.UNKNOWN
+            note = price.problem or "not priced: more than one call's cost can be"
+        else:
+            cost, source, note = price.usd.quantize(_MICRO_USD), CostSource.TABLE, ""
+    if problem:
+        return _PricedCall(0, 0, None, None, cost, source, note)
+    return _PricedCall(
+        event.input_tokens or 0, event.output_tokens or 0, event.cache_read_tokens,
+        event.cache_write_tokens, cost, source, note,
+    )  # fmt: skip
 
 
 def _attempts(event: ToolCallEvent) -> int:

@@ -12,11 +12,13 @@ from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from breakers.alerts.ledger import incident_ledger
 from breakers.fleet.rules import OUT_STATES, CauseKind
 from breakers.models import Alert, AlertKind, FleetTransition, Incident
 from breakers.transports.slack_messages import (
     ClosedAlert,
     FlappingAlert,
+    LedgerLine,
     ManualActionAlert,
     OpenedAlert,
     SlackMessage,
@@ -150,7 +152,27 @@ def _closed_message(alert: Alert) -> SlackMessage:
             vendor_calls=cost.vendor_calls,
             reason=row.reason,
             incident_url=incident_url(alert.incident_id),
+            ledger=_ledger_line(incident, closed_at) if incident is not None else None,
         )
+    )
+
+
+def _ledger_line(incident: Incident, closed_at: datetime) -> LedgerLine:
+    ledger = incident_ledger(incident=incident, end=closed_at)
+
+    def usd(value: float | None) -> Decimal | None:
+        return None if value is None else Decimal(repr(value)).quantize(Decimal("0.01"))
+
+    return LedgerLine(
+        discovery_runs=ledger.discovery_runs,
+        discovery_spend_usd=ledger.discovery_spend_usd,
+        discovery_duration_s=ledger.discovery_duration_s,
+        hidden_runs=ledger.hidden_runs,
+        spend_per_hidden_run_usd=ledger.spend_per_hidden_run_usd,
+        avoided_usd=usd(ledger.avoided_usd),
+        avoided_low_usd=usd(ledger.avoided_low_usd),
+        avoided_high_usd=usd(ledger.avoided_high_usd),
+        method=ledger.method_text,
     )
 
 

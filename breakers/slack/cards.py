@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 
 from django.db.models import Q
 from django.utils import timezone
 
 from breakers.alerts.facts import incident_cost, incident_url
+from breakers.alerts.ledger import incident_ledger
 from breakers.models import (
     Incident,
     OperatorAction,
@@ -44,22 +46,45 @@ def active_silence(tool_id: int, *, now: datetime | None = None) -> ToolSilence 
 
 
 def ledger_figures(incident: Incident) -> Sequence[tuple[str, str]]:
-    """The outage ledger's figures for a finished incident (label, value).
-
-    The hook for the ledger: today these are the incident page's own measures (runs affected,
-    their model spend, calls that reached the vendor); when the outage ledger records an
-    incident's figures, return those here instead and the card shows them unchanged.
-    """
+    """The outage ledger's figures for a finished incident (label, value): the incident page's
+    own measures, then the ledger's lines (``runs.outage_ledger``); its method is written out
+    on the incident page the card links to."""
     if incident.closed_at is None:
         return ()
     cost = incident_cost(
         tool_name=incident.tool.name, start=incident.opened_at, end=incident.closed_at
     )
-    return (
+    ledger = incident_ledger(incident=incident, end=incident.closed_at)
+    per_run = ledger.spend_per_hidden_run_usd
+    figures = [
         ("Runs affected", f"{cost.runs:,}"),
         ("Model spend during the incident", format_usd(cost.model_spend_usd)),
         ("Vendor calls during the incident", f"{cost.vendor_calls:,}"),
-    )
+        (
+            "Runs that hit the failure",
+            f"{ledger.discovery_runs:,}, {format_usd(ledger.discovery_spend_usd)}",
+        ),
+        (
+            "Runs while it was hidden",
+            f"{ledger.hidden_runs:,}"
+            + (f", {format_usd(per_run)} per run" if per_run is not None else ""),
+        ),
+    ]
+    if ledger.avoided_usd is not None:
+        low, high = ledger.avoided_low_usd or 0.0, ledger.avoided_high_usd or 0.0
+        figures.append(
+            (
+                "Spend avoided (estimate)",
+                f"{format_usd(_usd(ledger.avoided_usd))} (range {format_usd(_usd(low))} to "
+                f"{format_usd(_usd(high))}; {ledger.failing_run.method}, method on the "
+                "incident page)",
+            )
+        )
+    return tuple(figures)
+
+
+def _usd(value: float) -> Decimal:
+    return Decimal(repr(value))
 
 
 def _last_error(incident: Incident) -> str:

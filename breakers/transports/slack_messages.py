@@ -63,6 +63,7 @@ TOTAL_BLOCK_TEXT_MAX = 12_000
 NAME_BUDGET = 100  # tool, worker, operator names
 REASON_BUDGET = 1000
 ERROR_BUDGET = 1500
+LEDGER_METHOD_BUDGET = 1800  # the ledger's method, inside one section (3,000 characters)
 WORKERS_SHOWN = 5
 URL_MAX = 1000
 ELLIPSIS = "…"
@@ -165,6 +166,29 @@ class OpenedAlert:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LedgerLine:
+    """The incident's outage ledger (``runs.outage_ledger``) as the recovery message says it."""
+
+    discovery_runs: int
+    discovery_spend_usd: Decimal
+    discovery_duration_s: float
+    hidden_runs: int
+    spend_per_hidden_run_usd: Decimal | None
+    avoided_usd: Decimal | None  # None: no estimate (``method`` says why)
+    avoided_low_usd: Decimal | None
+    avoided_high_usd: Decimal | None
+    method: str
+
+    def __post_init__(self) -> None:
+        _require_count("discovery_runs", self.discovery_runs)
+        _require_count("hidden_runs", self.hidden_runs)
+        for name in ("avoided_usd", "avoided_low_usd", "avoided_high_usd"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, Decimal) and value.is_finite()):
+                raise ValueError(f"{name} must be a finite Decimal or None, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClosedAlert:
     """A fleet breaker closed: what the incident cost."""
 
@@ -176,6 +200,7 @@ class ClosedAlert:
     vendor_calls: int
     reason: str = ""
     incident_url: str = ""
+    ledger: LedgerLine | None = None
 
     def __post_init__(self) -> None:
         _require_text("tool", self.tool)
@@ -482,15 +507,44 @@ def build_closed_message(alert: ClosedAlert) -> SlackMessage:
                 ("Vendor calls during the incident", f"{alert.vendor_calls:,}"),
             ]
         ),
-        _context(_link(alert.incident_url, "Open the incident") + " · Breaker Panel"),
     ]
+    if alert.ledger is not None:
+        blocks.append(_section(_ledger_text(alert.ledger)))
+    blocks.append(_context(_link(alert.incident_url, "Open the incident") + " · Breaker Panel"))
     summary = (
         f"{title} after {downtime}. {_plural(alert.runs_affected, 'run')} affected, "
         f"{spend} model spend and {_plural(alert.vendor_calls, 'vendor call')} during the incident."
     )
+    if alert.ledger is not None and alert.ledger.avoided_usd is not None:
+        summary += f" Spend avoided (estimate): {format_usd(alert.ledger.avoided_usd)}."
     if why:
         summary += f" {why}"
     return _finish(_fallback(summary, alert.incident_url), blocks)
+
+
+def _ledger_text(ledger: LedgerLine) -> str:
+    per_run = (
+        f" ({format_usd(ledger.spend_per_hidden_run_usd)} per run)"
+        if ledger.spend_per_hidden_run_usd is not None
+        else ""
+    )
+    lines = [
+        "*Outage ledger*",
+        f"Hit the failing tool before it was hidden: {_plural(ledger.discovery_runs, 'run')}, "
+        f"{format_usd(ledger.discovery_spend_usd)} model spend, "
+        f"{format_duration(timedelta(seconds=ledger.discovery_duration_s))} of run time.",
+        f"Ran while it was hidden: {_plural(ledger.hidden_runs, 'run')}{per_run}.",
+    ]
+    if ledger.avoided_usd is not None:
+        low, high = ledger.avoided_low_usd, ledger.avoided_high_usd
+        span = (
+            f" (range {format_usd(low)} to {format_usd(high)})"
+            if low is not None and high is not None
+            else ""
+        )
+        lines.append(f"*Spend avoided (estimate):* {format_usd(ledger.avoided_usd)}{span}")
+    lines.append("_Method:_ " + escape_mrkdwn(ledger.method, limit=LEDGER_METHOD_BUDGET))
+    return "\n".join(lines)
 
 
 def build_manual_action_message(alert: ManualActionAlert) -> SlackMessage:

@@ -18,12 +18,15 @@ from typing import Any, Literal
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
+from breakers.alerts.ledger import incident_ledger
 from breakers.fleet.rules import CauseKind
 from breakers.models import Alert, FleetTransition, Incident, OperatorAction, Probe
 from breakers.replay.outage import ReplayResult, mode_order, replay_speed
 from controlplane.dashboard.queries import WindowPage, page_window
+from runs.cache_rules import CacheRule, cache_rules_for_models
 from runs.incident_runs import IncidentMeasures, incident_measures, runs_affected
-from runs.models import OutageReplay, Outcome, Run, ToolCall
+from runs.models import ModelCall, OutageReplay, Outcome, Run, ToolCall
+from runs.outage_ledger import OutageLedger
 
 INCIDENTS_PER_PAGE = 50
 MAX_WORKER_GROUPS = 30
@@ -32,6 +35,7 @@ MAX_TIMELINE_PROBES = 200
 MAX_TIMELINE_ACTIONS = 100
 MAX_TIMELINE_ALERTS = 100
 MAX_AFFECTED_RUNS = 50
+MAX_RULE_MODELS = 20  # models whose provider's caching rule is shown
 
 EntryKind = Literal[
     "first_failure", "worker_failures", "open", "transition", "alert", "probe", "action", "close"
@@ -113,6 +117,8 @@ class Comparison:
             ("of which degraded", d.degraded_runs, b.degraded_runs, "num", True),
             ("Model calls of those runs", d.model_calls, b.model_calls, "num", False),
             ("Model spend of those runs", d.model_spend_usd, b.model_spend_usd, "usd", False),
+            ("cached share of their input", d.cached_share, b.cached_share, "share", True),
+            ("model calls with no known price", d.unpriced_calls, b.unpriced_calls, "num", True),
             ("Calls to the tool", d.tool_calls, b.tool_calls, "num", False),
             ("that reached the vendor", d.vendor_calls, b.vendor_calls, "num", True),
             ("HTTP attempts at the vendor", d.vendor_attempts, b.vendor_attempts, "num", True),
@@ -138,6 +144,8 @@ class IncidentPage:
     # comparison and the charts stay inside it (see ``replay_window``).
     replay: OutageReplay | None = None
     window: ReplayWindow | None = None
+    ledger: OutageLedger | None = None
+    cache_rules: list[CacheRule] = field(default_factory=list)
 
     @property
     def duration(self) -> timedelta:
@@ -299,7 +307,21 @@ def incident_page(*, incident: Incident, now: datetime | None = None) -> Inciden
         capped=[what for what, hit in capped.items() if hit],
         replay=replay,
         window=window,
+        ledger=incident_ledger(incident=incident, end=measured_end, baseline_start=before_start),
+        cache_rules=_cache_rules(tool.name, opened, measured_end),
     )
+
+
+def _cache_rules(tool_name: str, start: datetime, end: datetime) -> list[CacheRule]:
+    """The caching rules of the providers of the models the incident's runs called."""
+    affected = runs_affected(tool=tool_name, start=start, end=end).values("pk")
+    models = (
+        ModelCall.objects.filter(run_id__in=affected, ts__gte=start, ts__lt=end)
+        .filter(Q(cache_read_tokens__isnull=False) | Q(cache_write_tokens__isnull=False))
+        .values_list("model", flat=True)
+        .distinct()[:MAX_RULE_MODELS]
+    )
+    return cache_rules_for_models(models)
 
 
 def _first_failure(tool_name: str, events: list[str]) -> ToolCall | None:

@@ -58,6 +58,7 @@ from controlplane.dashboard.forms import (
 )
 from controlplane.dashboard.http import HtmxHttpRequest, render_page
 from controlplane.dashboard.incidents import IncidentFilters, incident_page, incidents_page
+from controlplane.dashboard.ledgers import ledger_summary
 from controlplane.dashboard.queries import (
     AuditFilters,
     RunFilters,
@@ -70,10 +71,12 @@ from controlplane.dashboard.queries import (
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
 from controlplane.dashboard.tool_page import tool_page
+from runs.cache_rules import cache_rules_for_models
 from runs.models import Run
 
 # The htmx event that makes the board poll at once (an operator just acted).
 FLEET_CHANGED_EVENT = "fleet-changed"
+MAX_RULE_MODELS = 20  # models of one run whose provider's caching rule is shown
 REDIS_DOWN_MESSAGE = (
     "The fleet store (Redis) cannot be reached, so nothing was changed. Try again in a moment; "
     "if it lasts, use the operator API once Redis is back."
@@ -306,7 +309,7 @@ def outages(request: HtmxHttpRequest) -> HttpResponse:
     except LookupError as exc:
         raise Http404(str(exc)) from exc
     findings = replay_findings(page.comparison) if page.comparison else None
-    context = {"nav": "outages", "page": page, "findings": findings}
+    context = {"nav": "outages", "page": page, "findings": findings, "ledgers": ledger_summary()}
     return render_page(request, "dashboard/outages.html", context)
 
 
@@ -381,7 +384,13 @@ def _filtered_list(
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(with_replay(Run.objects.select_related("worker")), pk=pk)
     measure_replay_runs([run])
-    context = {"nav": "runs", "run": run, "timeline": run_timeline(run=run)}
+    models = run.model_call_rows.values_list("model", flat=True).distinct()[:MAX_RULE_MODELS]
+    context = {
+        "nav": "runs",
+        "run": run,
+        "timeline": run_timeline(run=run),
+        "cache_rules": cache_rules_for_models(models) if run.cache_input_tokens else [],
+    }
     return render_page(request, "dashboard/run_detail.html", context)
 
 

@@ -8,7 +8,7 @@ kinds it does not know (HTTP, database, a framework's own) are counted as ignore
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,12 +44,18 @@ _OUTPUT_TOKEN_ATTRIBUTES = (
     "gen_ai.usage.completion_tokens",
     "llm.token_count.completion",
 )
+# Parts of the input tokens (OpenTelemetry GenAI semantic conventions; OpenInference's names).
+_CACHE_READ_ATTRIBUTES = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+_CACHE_WRITE_ATTRIBUTES = (
+    "gen_ai.usage.cache_creation.input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+)
 _MAX_ERROR_CHARS = 2000
 # The events API's bound on times (runs.schemas); its lower bound, 1970, is a uint64's own.
 _MAX_TS_NS = int(MAX_TS.timestamp()) * 1_000_000_000
-
-# price(model, provider, input_tokens, output_tokens) -> USD, or None when the model is unknown.
-Pricer = Callable[[str, str, int, int], float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,6 @@ class MappingConfig:
     semantic_jsonrpc_codes: frozenset[int] = frozenset({-32602})
     # MCP ``tools/call`` spans made by the agent (client side) count as tool calls.
     mcp_tool_spans: bool = True
-    pricer: Pricer | None = None
     # The SDK's result checks on the result a tool span records (None: off). No schema (a span
     # does not carry one) and no stale check (spans of every agent arrive interleaved).
     result_checks: ResultChecker | None = None
@@ -172,7 +177,7 @@ def map_spans(
         elif kind == "tool":
             event = _tool_call(span, run_id, config)
         else:
-            event, estimated = _model_call(span, run_id, config)
+            event, estimated = _model_call(span, run_id)
             facts.cost_estimated |= estimated
         out.batches[worker_id].append(event)
         out.span_of_event[event["id"]] = position
@@ -364,35 +369,31 @@ def _checked_result(span: SpanRecord, config: MappingConfig) -> tuple[str, str]:
     return str(failure.outcome), (DEGRADED_PREFIX + failure.message)[:_MAX_ERROR_CHARS]
 
 
-def _model_call(
-    span: SpanRecord, run_id: str, config: MappingConfig
-) -> tuple[dict[str, Any], bool]:
+def _model_call(span: SpanRecord, run_id: str) -> tuple[dict[str, Any], bool]:
+    """The span's model.call event. Without a reported cost, the event carries none: the ingest
+    prices its tokens (cache reads and writes apart) with the genai-prices table, or stores the
+    price as unknown when the counts are absent or wrong or the model is not in the table."""
     attributes = span.attributes
     model = _first_str(
         attributes, ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
     )
     provider = _first_str(attributes, ("gen_ai.provider.name", "gen_ai.system", "llm.provider"))
-    input_tokens = _first_count(attributes, _INPUT_TOKEN_ATTRIBUTES)
-    output_tokens = _first_count(attributes, _OUTPUT_TOKEN_ATTRIBUTES)
     cost = _reported_cost(attributes)
-    estimated = cost is None
-    if cost is None:
-        priced = (
-            config.pricer(model, provider, input_tokens, output_tokens) if config.pricer else None
-        )
-        cost = priced if priced is not None else 0.0
     event = {
         "id": f"{run_id}-{span.span_id}",
         "type": "model.call",
         "ts": _iso(span.end_ns),
         "run_id": run_id,
         "model": model[:200],
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cost_usd": round(cost, 6),
+        "provider": provider[:200],
+        "input_tokens": _first_count(attributes, _INPUT_TOKEN_ATTRIBUTES),
+        "output_tokens": _first_count(attributes, _OUTPUT_TOKEN_ATTRIBUTES),
+        "cache_read_tokens": _first_count(attributes, _CACHE_READ_ATTRIBUTES),
+        "cache_write_tokens": _first_count(attributes, _CACHE_WRITE_ATTRIBUTES),
+        "cost_usd": None if cost is None else round(cost, 6),
         "duration_ms": _duration_ms(span),
     }
-    return event, estimated
+    return event, cost is None
 
 
 def _reported_cost(attributes: dict[str, Any]) -> float | None:
@@ -423,12 +424,17 @@ def _first_str(attributes: dict[str, Any], keys: tuple[str, ...]) -> str:
     return ""
 
 
-def _first_count(attributes: dict[str, Any], keys: tuple[str, ...]) -> int:
+def _first_count(attributes: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The first of ``keys`` the span has, as sent (a negative or absurd count is the ingest's
+    to mark); None when it has none, or one that is not a whole number."""
     for key in keys:
         value = attributes.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return 0
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
 
 
 def _duration_ms(span: SpanRecord) -> int:

@@ -27,7 +27,6 @@ from runs.otlp.mapping import (
     map_spans,
     span_result_checks,
 )
-from runs.otlp.pricing import price_tokens
 from runs.services import TokenMismatch, ingest_batch
 
 __all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
@@ -57,7 +56,6 @@ def mapping_config() -> MappingConfig:
         semantic_error_types=frozenset(settings.OTLP_SEMANTIC_ERROR_TYPES),
         semantic_http_statuses=frozenset(settings.OTLP_SEMANTIC_HTTP_STATUSES),
         mcp_tool_spans=settings.OTLP_MCP_TOOL_SPANS,
-        pricer=price_tokens,
         result_checks=(
             span_result_checks(healthy_empty=settings.OTLP_HEALTHY_EMPTY_TOOLS)
             if settings.OTLP_RESULT_CHECKS

@@ -77,8 +77,10 @@ def _json_value(value: object) -> str:
 
 _TOTAL_COLUMNS: Columns = (
     ("model_calls", "int8"), ("model_spend_usd", "numeric"), ("input_tokens", "int8"),
-    ("output_tokens", "int8"), ("tool_calls", "int8"), ("tool_attempts", "int8"),
-    ("tool_failures", "int8"), ("status", "text"), ("degraded", "bool"), ("steps", "int8"),
+    ("output_tokens", "int8"), ("cache_read_tokens", "int8"), ("cache_write_tokens", "int8"),
+    ("cache_input_tokens", "int8"), ("unpriced_calls", "int8"), ("tool_calls", "int8"),
+    ("tool_attempts", "int8"), ("tool_failures", "int8"), ("status", "text"), ("degraded", "bool"),
+    ("steps", "int8"),
     ("finished_at", "timestamptz"), ("duration_ms", "int8"),
 )  # fmt: skip
 _NEW_RUN_COLUMNS: Columns = (
@@ -94,7 +96,8 @@ _TOOL_CALL_COLUMNS: Columns = (
 _MODEL_CALL_COLUMNS: Columns = (
     ("event_id", "text"), ("run_key", "text"), ("ts", "timestamptz"), ("step", "int8"),
     ("model", "text"), ("input_tokens", "int8"), ("output_tokens", "int8"),
-    ("cost_usd", "numeric"), ("duration_ms", "int8"),
+    ("cache_read_tokens", "int8"), ("cache_write_tokens", "int8"), ("cost_usd", "numeric"),
+    ("cost_source", "text"), ("problem", "text"), ("duration_ms", "int8"),
 )  # fmt: skip
 _TRANSITION_COLUMNS: Columns = (
     ("event_id", "text"), ("run_key", "text"), ("ts", "timestamptz"), ("scope", "text"),
@@ -125,10 +128,12 @@ _PG_ADD_DROPPED = "UPDATE runs_worker SET dropped_events = dropped_events + %s W
 
 _PG_INSERT_RUNS = f"""
 INSERT INTO runs_run (id, run_id, agent, worker_id, step_budget, started_at, model_calls,
-    model_spend_usd, input_tokens, output_tokens, tool_calls, tool_attempts, tool_failures,
+    model_spend_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+    cache_input_tokens, unpriced_calls, tool_calls, tool_attempts, tool_failures,
     status, degraded, steps, finished_at, duration_ms)
 SELECT u.id, u.run_id, u.agent, %s, u.step_budget, u.started_at, u.model_calls, u.model_spend_usd,
-    u.input_tokens, u.output_tokens, u.tool_calls, u.tool_attempts, u.tool_failures,
+    u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
+    u.cache_input_tokens, u.unpriced_calls, u.tool_calls, u.tool_attempts, u.tool_failures,
     coalesce(u.status, 'running'), coalesce(u.degraded, false), u.steps, u.finished_at,
     u.duration_ms
 FROM {_rows_from("%s", _NEW_RUN_COLUMNS)}
@@ -142,6 +147,10 @@ UPDATE runs_run AS r SET
     model_spend_usd = r.model_spend_usd + u.model_spend_usd,
     input_tokens = r.input_tokens + u.input_tokens,
     output_tokens = r.output_tokens + u.output_tokens,
+    cache_read_tokens = r.cache_read_tokens + u.cache_read_tokens,
+    cache_write_tokens = r.cache_write_tokens + u.cache_write_tokens,
+    cache_input_tokens = r.cache_input_tokens + u.cache_input_tokens,
+    unpriced_calls = r.unpriced_calls + u.unpriced_calls,
     tool_calls = r.tool_calls + u.tool_calls,
     tool_attempts = r.tool_attempts + u.tool_attempts,
     tool_failures = r.tool_failures + u.tool_failures,
@@ -174,9 +183,10 @@ FROM {_rows_from("%(rows)s", _TOOL_CALL_COLUMNS)}"""
 
 _PG_INSERT_MODEL_CALLS = f"""
 INSERT INTO runs_modelcall (event_id, run_id, ts, step, model, input_tokens, output_tokens,
-    cost_usd, duration_ms)
+    cache_read_tokens, cache_write_tokens, cost_usd, cost_source, problem, duration_ms)
 SELECT u.event_id, {_RUN_PK}, u.ts, u.step, u.model, u.input_tokens, u.output_tokens,
-    u.cost_usd, u.duration_ms
+    u.cache_read_tokens, u.cache_write_tokens, u.cost_usd, u.cost_source, u.problem,
+    u.duration_ms
 FROM {_rows_from("%(rows)s", _MODEL_CALL_COLUMNS)}"""
 
 _PG_INSERT_TRANSITIONS = f"""

@@ -74,6 +74,10 @@ class Totals:
     model_spend_usd: Decimal = Decimal(0)
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_input_tokens: int = 0
+    unpriced_calls: int = 0
     tool_calls: int = 0
     tool_attempts: int = 0
     tool_failures: int = 0
@@ -81,13 +85,15 @@ class Totals:
     def as_tuple(self) -> tuple[Any, ...]:
         return (
             self.model_calls, self.model_spend_usd, self.input_tokens, self.output_tokens,
-            self.tool_calls, self.tool_attempts, self.tool_failures,
+            self.cache_read_tokens, self.cache_write_tokens, self.cache_input_tokens,
+            self.unpriced_calls, self.tool_calls, self.tool_attempts, self.tool_failures,
         )  # fmt: skip
 
 
 TOTAL_FIELDS = (
-    "model_calls", "model_spend_usd", "input_tokens", "output_tokens", "tool_calls",
-    "tool_attempts", "tool_failures",
+    "model_calls", "model_spend_usd", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_tokens", "cache_input_tokens", "unpriced_calls", "tool_calls", "tool_attempts",
+    "tool_failures",
 )  # fmt: skip
 
 
@@ -114,12 +120,26 @@ TOOL_CALL_FIELDS = (
     "event_id", "run_key", "ts", "step", "tool", "outcome", "attempts", "duration_ms", "error",
 )  # fmt: skip
 MODEL_CALL_FIELDS = (
-    "event_id", "run_key", "ts", "step", "model", "input_tokens", "output_tokens", "cost_usd",
-    "duration_ms",
+    "event_id", "run_key", "ts", "step", "model", "input_tokens", "output_tokens",
+    "cache_read_tokens", "cache_write_tokens", "cost_usd", "cost_source", "problem", "duration_ms",
 )  # fmt: skip
 TRANSITION_FIELDS = ("event_id", "run_key", "ts", "scope", "tool", "state", "reason")
 ToolCallRow = tuple[str, str, datetime, int | None, str, str, int, int | None, str]
-ModelCallRow = tuple[str, str, datetime, int | None, str, int, int, Decimal, int | None]
+ModelCallRow = tuple[
+    str,
+    str,
+    datetime,
+    int | None,
+    str,
+    int,
+    int,
+    int | None,
+    int | None,
+    Decimal,
+    str,
+    str,
+    int | None,
+]
 TransitionRow = tuple[str, str | None, datetime, str, str, str, str]
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from pytest_django.fixtures import Settings
 
 from breakers.alerts import alert_channels, ensure_settings_channel, sweep_alerts
+from breakers.alerts.facts import build_alert_message
 from breakers.models import (
     Alert,
     AlertChannel,
@@ -225,3 +226,15 @@ def test_a_settings_url_that_an_admin_channel_has_is_not_duplicated(
     assert ensure_settings_channel() is None
     assert alert_channels() == [admin]
     assert not AlertChannel.objects.filter(source=ChannelSource.SETTINGS).exists()
+
+
+def test_the_recovery_message_of_a_real_incident_carries_its_ledger(channel: AlertChannel) -> None:
+    cycle("web_search", at(0))
+    alert = Alert.objects.get(kind=AlertKind.CLOSED)
+    message = build_alert_message(alert, now=at(0) + 2 * COOLDOWN)
+    body = "\n".join(
+        block["text"]["text"]
+        for block in message.blocks
+        if block.get("type") == "section" and "text" in block
+    )
+    assert "*Outage ledger*" in body and "_Method:_" in body

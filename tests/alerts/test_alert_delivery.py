@@ -439,8 +439,11 @@ def test_the_closed_message_says_downtime_runs_spend_and_vendor_calls(
     assert format_duration(incident.closed_at - incident.opened_at) == "40s"
     assert body["text"] == (
         "Breaker closed: web_search after 40s. 2 runs affected, $0.50 model spend and 1 vendor "
-        f"call during the incident. trial call succeeded https://panel.example/incidents/{incident.pk}/"
+        "call during the incident. Spend avoided (estimate): $0.00. trial call succeeded "
+        f"https://panel.example/incidents/{incident.pk}/"
     )
+    # Neither run has finished: the ledger counts them and leaves them out of its estimate.
+    assert "run(s) still going are left out" in text
     assert "*Runs affected*\n2" in text
     assert "*Model spend during the incident*\n$0.50" in text
     assert "*Vendor calls during the incident*\n1" in text

@@ -21,6 +21,7 @@ from breakers.transports.slack_messages import (
     TOTAL_BLOCK_TEXT_MAX,
     ClosedAlert,
     FlappingAlert,
+    LedgerLine,
     ManualActionAlert,
     MessageLimitError,
     OpenedAlert,
@@ -458,3 +459,43 @@ def test_money_has_two_decimals_and_thousands() -> None:
 def test_bad_input_gets_a_clear_error(make: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_closed_message_carries_the_outage_ledger_with_its_method_escaped() -> None:
+    ledger = LedgerLine(
+        discovery_runs=6,
+        discovery_spend_usd=Decimal("7.20"),
+        discovery_duration_s=2280.0,
+        hidden_runs=334,
+        spend_per_hidden_run_usd=Decimal("0.12"),
+        avoided_usd=Decimal("360.50"),
+        avoided_low_usd=Decimal("300.00"),
+        avoided_high_usd=Decimal("372.00"),
+        method=f"measured {HOSTILE}",
+    )
+    message = build_closed_message(closed(ledger=ledger))
+
+    body = "\n".join(texts(message))
+    assert "*Outage ledger*" in body
+    assert "Hit the failing tool before it was hidden: 6 runs, $7.20 model spend, 38m" in body
+    assert "Ran while it was hidden: 334 runs ($0.12 per run)." in body
+    assert "*Spend avoided (estimate):* $360.50 (range $300.00 to $372.00)" in body
+    assert "_Method:_ measured" in body
+    assert "<!channel>" not in body and "&lt;!channel&gt;" in body
+    assert message.text.endswith(INCIDENT) and "Spend avoided (estimate): $360.50." in message.text
+
+
+def test_closed_message_without_an_estimate_says_why() -> None:
+    ledger = LedgerLine(
+        discovery_runs=0,
+        discovery_spend_usd=Decimal(0),
+        discovery_duration_s=0.0,
+        hidden_runs=0,
+        spend_per_hidden_run_usd=None,
+        avoided_usd=None,
+        avoided_low_usd=None,
+        avoided_high_usd=None,
+        method="no estimate: no priced model calls by step, or no step budget",
+    )
+    body = "\n".join(texts(build_closed_message(closed(ledger=ledger))))
+    assert "Spend avoided" not in body and "no estimate" in body

@@ -24,6 +24,7 @@ from tests.dashboard.factories import (
     T0,
     make_fleet_transition,
     make_incident,
+    make_model_call,
     make_operator_action,
     make_run,
     make_tool,
@@ -62,6 +63,19 @@ def replay_like(transactional_db: None) -> dict[str, int]:
         make_transition(worker=worker, ts=T0, scope="worker", reason=LONG_REASON)
         make_transition(worker=worker, ts=T0, run=run, scope="run", reason=LONG_REASON)
         runs.append(run)
+    # The run page's cache figures and an unpriced call, at their widest.
+    Run.objects.filter(pk=runs[0].pk).update(
+        cache_read_tokens=1_100_000, cache_write_tokens=100_000, cache_input_tokens=1_234_567,
+        unpriced_calls=12,
+    )  # fmt: skip
+    make_model_call(
+        # Before the removals: a call after them would add a notice row (a tall one on a phone).
+        runs[0], step=0, ts=T0 - timedelta(seconds=1), model="claude-opus-4-5",
+        input_tokens=123_456, cache_read_tokens=100_000, cache_write_tokens=20_000,
+        cost_source="unknown", cost_usd=Decimal(0),
+        problem="not priced: cache_read_tokens + cache_write_tokens (1,100,000) exceed "
+        "input_tokens (1,000,000), which include them",
+    )  # fmt: skip
     make_fleet_transition(tool, at=T0, from_state="closed", to_state="open", reason=LONG_REASON)
     make_operator_action(tool, at=T0 + timedelta(minutes=1), reason=LONG_REASON)
     incident = make_incident(tool, opened_at=T0)
@@ -143,7 +157,7 @@ def test_no_page_is_wider_than_the_window(
     for path in pages:
         page.goto(path, wait_until="load")
         if path == "/outages/":
-            expect(page.locator(".js-plotly-plot")).to_have_count(7)
+            expect(page.locator(".js-plotly-plot")).to_have_count(8)  # 7 + outage ledgers
         scroll = page.evaluate("document.documentElement.scrollWidth")
         if scroll > width:
             too_wide[path] = scroll
@@ -296,7 +310,7 @@ def test_every_page_fits_and_passes_axe_at_every_width(
         for path in every_page(replay_like):
             page.goto(path, wait_until="load")
             if path == "/outages/":
-                expect(page.locator(".js-plotly-plot")).to_have_count(7)
+                expect(page.locator(".js-plotly-plot")).to_have_count(8)  # 7 + outage ledgers
             if path == f"/incidents/{replay_like['story']}/":
                 expect(page.locator("#incident-charts .js-plotly-plot")).to_have_count(2)
             found[path] = page_problems(page, width=width, axe=axe)

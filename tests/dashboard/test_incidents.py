@@ -255,7 +255,8 @@ def test_incident_page_cost_is_bounded(
     viewer_client: Client, django_assert_max_num_queries: DjangoAssertNumQueries
 ) -> None:
     incident = outage_incident()
-    with django_assert_max_num_queries(20):
+    # The outage ledger takes about a dozen aggregate queries of its own, however many runs.
+    with django_assert_max_num_queries(32):
         assert viewer_client.get(f"/incidents/{incident.pk}/").status_code == 200
 
 

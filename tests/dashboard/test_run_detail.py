@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from decimal import Decimal
 from html import escape
 
 import pytest
@@ -294,3 +295,29 @@ def test_a_prefix_is_matched_literally_not_as_a_pattern(viewer_client: Client) -
                           worker_id="research-replay-x-run-worker-1")  # fmt: skip
     html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
     assert run_duration(html) == "210 ms"
+
+
+def test_the_run_page_shows_the_cached_share_its_caching_rule_and_unpriced_calls(
+    viewer_client: Client,
+) -> None:
+    run = make_run(
+        "r-cache", cache_read_tokens=9000, cache_write_tokens=500, cache_input_tokens=10_000,
+        unpriced_calls=1, model_spend_usd=Decimal("0.05"),
+    )  # fmt: skip
+    make_model_call(
+        run, step=1, ts=T0, model="claude-opus-4-5", input_tokens=10_000,
+        cache_read_tokens=9000, cache_write_tokens=500, cost_source="table",
+    )  # fmt: skip
+    make_model_call(
+        run, step=2, ts=T0 + timedelta(seconds=5), model=HOSTILE_NAME, cost_usd=Decimal(0),
+        cost_source="unknown",
+        problem=f"not priced: the genai-prices table does not know model {HOSTILE_NAME!r}",
+    )  # fmt: skip
+
+    html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert re.search(r"data-cached-share>90%<", html)  # cached share of input
+    assert "data-cache-rules" in html and "Anthropic" in html and "5 minutes" in html
+    assert "at least $0.05" in html and "Not priced" in html and "1 call<" in html
+    assert "data-price-unknown" in html and "does not know model" in html
+    assert HOSTILE_NAME not in html

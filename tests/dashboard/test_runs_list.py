@@ -151,3 +151,15 @@ def test_query_count_does_not_grow_with_rows(
     with django_assert_max_num_queries(len(one_row.captured_queries)):
         response = viewer_client.get("/runs/?page=2")
     assert len(run_ids(response.content.decode())) == RUNS_PER_PAGE
+
+
+def test_a_run_with_unpriced_calls_shows_its_spend_as_a_lower_bound(
+    db: None, viewer_client: Client
+) -> None:
+    from decimal import Decimal
+
+    make_run("r-priced", model_spend_usd=Decimal("0.50"))
+    make_run("r-unpriced", model_spend_usd=Decimal("0.25"), unpriced_calls=2)
+    html = viewer_client.get("/runs/").content.decode()
+    assert "≥ $0.2500" in html and "2 not priced</span>" in html
+    assert html.count("data-unpriced") == 1

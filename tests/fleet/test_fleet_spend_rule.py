@@ -477,3 +477,26 @@ def test_the_policy_api_sets_the_spend_rule_within_its_bounds(
     reply = post("w2", events)
     assert state_of(reply) == "open"
     assert reply["fleet"]["tools"][TOOL]["reason"].endswith("within 5 min")
+
+
+def test_calls_sent_without_a_cost_count_at_their_table_price(post: Post) -> None:
+    """A model call priced by the control plane (genai-prices, cached input at its own rate)
+    counts towards the spend rule at that price; one whose price is unknown counts $0."""
+    priced = {"cost_usd": None, "model": "claude-opus-4-5", "input_tokens": 200_000,
+              "output_tokens": 1000, "cache_read_tokens": 100_000}  # fmt: skip
+    # $0.50 + $0.05 + $0.025 = $0.575 a call at claude-opus-4-5's rates from the table.
+    for worker in ("w1", "w2"):
+        _, events = failing_run(0.0)
+        events[1] |= priced
+        reply = post(worker, events)
+    assert state_of(reply) == "open"
+    opening = FleetTransition.objects.get(tool__name=TOOL, to_state="open")
+    assert opening.cause["spend_usd"] == pytest.approx(1.15)
+
+
+def test_calls_whose_price_is_unknown_do_not_open_it_by_spend(post: Post) -> None:
+    for worker in ("w1", "w2"):
+        _, events = failing_run(0.0)
+        events[1] |= {"cost_usd": None, "model": "nobody-sells-this-model"}
+        reply = post(worker, events)
+    assert state_of(reply) == "closed"

@@ -195,10 +195,6 @@ REJECTED_EVENTS: dict[str, tuple[dict[str, Any], str]] = {
         _with_run({k: v for k, v in event("tool.call").items() if k != "id"}),
         "id: Field required",
     ),
-    "negative tokens": (
-        _with_run(event("model.call", input_tokens=-1)),
-        "input_tokens: Input should be greater than or equal to 0",
-    ),
     "negative cost": (
         _with_run(event("model.call", cost_usd=-0.5)),
         "cost_usd: Input should be greater than or equal to 0",
@@ -400,7 +396,7 @@ def test_control_characters_in_error_texts_are_made_storable(post_batch: PostBat
 def test_a_rejected_event_can_be_fixed_and_sent_again_with_the_same_id(
     post_batch: PostBatch,
 ) -> None:
-    bad = event("model.call", input_tokens=-5)
+    bad = event("model.call", input_tokens="5")
     post_batch(_with_run(bad))
 
     fixed = bad | {"input_tokens": 5}

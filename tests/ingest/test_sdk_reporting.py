@@ -261,3 +261,27 @@ def test_interpreter_exit_flushes_what_is_buffered(live_server: LiveServer, toke
     assert done.returncode == 0, done.stderr
     assert Run.objects.get(run_id="r-exit").status == "completed"
     assert ToolCall.objects.filter(run__run_id="r-exit").count() == 1
+
+
+def test_the_sdk_reports_cache_counts_and_lets_the_control_plane_price_the_call(
+    live_server: LiveServer, token: str, make_plane: Callable[..., ControlPlane]
+) -> None:
+    plane = make_plane(live_server.url, token)
+    run = plane.start_run(agent="research", step_budget=20)
+    run.record_model_call(
+        model="claude-opus-4-5", provider="anthropic", input_tokens=12_000, output_tokens=200,
+        cache_read_tokens=10_000, cache_write_tokens=1_500,
+    )  # fmt: skip
+    run.record_model_call(model="no-such-model-9", input_tokens=100, output_tokens=5)
+    run.finish(status="completed")
+    assert plane.close(timeout=10)
+    assert plane.stats.rejected == 0
+
+    priced, unknown = ModelCall.objects.order_by("step")
+    assert (priced.cache_read_tokens, priced.cache_write_tokens) == (10_000, 1_500)
+    assert priced.cost_source == "table" and priced.cost_usd > 0
+    assert unknown.cost_source == "unknown" and "no-such-model-9" in unknown.problem
+    row = Run.objects.get()
+    assert row.unpriced_calls == 1 and row.cached_share == pytest.approx(
+        10_000 / 12_000
+    )  # the other call said nothing of caching

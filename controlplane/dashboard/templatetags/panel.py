@@ -317,3 +317,12 @@ def plain(value: object, max_chars: int = 60) -> str:
     """Agent text for attributes (``aria-label``, ``data-*``): cleaned and clipped; the template
     escapes it like any string."""
     return clip(clean_agent_text(value), int(max_chars))
+
+
+@register.filter
+def share(value: float | None) -> str:
+    """A share as a percentage ("83%", "0.4%"); "—" when it is unknown."""
+    if value is None:
+        return "—"
+    pct = value * 100
+    return f"{pct:.0f}%" if pct >= 9.95 or pct == 0 else f"{pct:.1f}%"

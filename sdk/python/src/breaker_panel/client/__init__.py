@@ -5,7 +5,8 @@ background. Only the standard library is used.
     run = plane.start_run(agent="research", step_budget=20)
     tools = run.available(TOOLS); text = run.notice()
     run.record_success("web_search") / run.record_failure("web_search", ToolFailure(...))
-    run.record_model_call(model=..., input_tokens=..., output_tokens=..., cost_usd=...)
+    run.record_model_call(model=..., input_tokens=..., output_tokens=..., cost_usd=...,
+                          cache_read_tokens=..., cache_write_tokens=...)  # cost/cache optional
     run.finish(status="completed")
     plane.close()                       # flushes what is buffered (interpreter exit does too)
 

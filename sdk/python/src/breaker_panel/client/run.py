@@ -224,24 +224,38 @@ class Run:
         *,
         input_tokens: int,
         output_tokens: int,
-        cost_usd: float,
+        cost_usd: float | None = None,
         model: str = "",
         duration_ms: int | None = None,
         step: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        provider: str = "",
     ) -> None:
+        """Report one model call. ``input_tokens`` counts every input token, the cached ones
+        too: ``cache_read_tokens`` and ``cache_write_tokens`` are the parts read from and
+        written to the provider's prompt cache (None: not known). Without ``cost_usd`` the
+        control plane prices the tokens from its price table (``provider`` helps it find the
+        model), or marks the call's price unknown."""
         self.step += 1
-        self._emit(
-            {
-                "type": "model.call",
-                "run_id": self.run_id,
-                "step": self.step if step is None else step,
-                "model": model,
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "cost_usd": cost_usd,
-                "duration_ms": duration_ms,
-            }
-        )
+        event: dict[str, object] = {
+            "type": "model.call",
+            "run_id": self.run_id,
+            "step": self.step if step is None else step,
+            "model": model,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cost_usd": cost_usd,
+            "duration_ms": duration_ms,
+        }
+        # Only what is known is sent: an older control plane ignores fields it does not know.
+        if cache_read_tokens is not None:
+            event["cache_read_tokens"] = cache_read_tokens
+        if cache_write_tokens is not None:
+            event["cache_write_tokens"] = cache_write_tokens
+        if provider:
+            event["provider"] = provider
+        self._emit(event)
 
     def finish(
         self, *, status: str = "completed", degraded: bool | None = None, steps: int | None = None

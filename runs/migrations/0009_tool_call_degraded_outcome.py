@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0007_outage_replay_pauses'),
+        ('runs', '0008_cache_tokens_and_unknown_prices'),
     ]
 
     operations = [

@@ -280,6 +280,10 @@ if not all(code.isdigit() for code in _statuses):
     raise ImproperlyConfigured(f"OTLP_SEMANTIC_HTTP_STATUSES must list HTTP statuses: {_statuses}")
 OTLP_SEMANTIC_HTTP_STATUSES = [int(code) for code in _statuses]
 OTLP_MCP_TOOL_SPANS = envbool("OTLP_MCP_TOOL_SPANS", True)
+# Result checks on a tool span's recorded result (gen_ai.tool.call.result, output.value): an
+# empty or error-shaped answer is `degraded`. Tools listed here may rightly answer with nothing.
+OTLP_RESULT_CHECKS = envbool("OTLP_RESULT_CHECKS", True)
+OTLP_HEALTHY_EMPTY_TOOLS = envlist("OTLP_HEALTHY_EMPTY_TOOLS", [])
 
 # --- Slack ---
 SLACK_WEBHOOK_URL = envstr("SLACK_WEBHOOK_URL", "")

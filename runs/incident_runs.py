@@ -54,7 +54,7 @@ class IncidentMeasures:
     tool_calls: int
     vendor_calls: int  # calls that reached the vendor (not refused by a breaker)
     vendor_attempts: int
-    failures: int  # retryable
+    failures: int  # counted: retryable or degraded
     blocked: int
     # Prompt caching of those model calls: tokens read from the cache, and the input tokens of
     # the calls that reported cache counts (the share's denominator).
@@ -88,7 +88,7 @@ def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentM
         n=Count("id"),
         vendor=Count("id", filter=reached),
         attempts=Sum("attempts", filter=reached),
-        failures=Count("id", filter=Q(outcome=Outcome.RETRYABLE)),
+        failures=Count("id", filter=Q(outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED))),
         blocked=Count("id", filter=Q(outcome=Outcome.BLOCKED)),
     )
     return IncidentMeasures(

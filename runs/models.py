@@ -226,6 +226,7 @@ class Outcome(models.TextChoices):
     SUCCESS = sdk.Outcome.SUCCESS.value
     RETRYABLE = sdk.Outcome.RETRYABLE.value
     SEMANTIC = sdk.Outcome.SEMANTIC.value
+    DEGRADED = sdk.Outcome.DEGRADED.value
     BLOCKED = sdk.Outcome.BLOCKED.value
 
 

@@ -35,7 +35,7 @@ class NoticeReplay:
             previous = self.strikes.get(call.tool)
             count = (previous.count if previous else 0) + 1  # counted past the cap, as the SDK
             self.strikes[call.tool] = SemanticStrike(call.tool, count, call.error)
-        elif call.outcome == Outcome.RETRYABLE:
+        elif call.outcome in (Outcome.RETRYABLE, Outcome.DEGRADED):
             self.last_errors[call.tool] = call.error
 
     def transition(self, transition: ReportedTransition) -> None:

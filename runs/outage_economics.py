@@ -129,7 +129,10 @@ def met_case(tool: str) -> Case:
     return Case(
         When(Exists(calls.filter(outcome=Outcome.BLOCKED)), then=Value(MET_REFUSED_FAST)),
         When(Exists(removed), then=Value(MET_TOOL_REMOVED)),
-        When(Exists(calls.filter(outcome=Outcome.RETRYABLE)), then=Value(MET_FAILED_THROUGH)),
+        When(
+            Exists(calls.filter(outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED))),
+            then=Value(MET_FAILED_THROUGH),
+        ),
         default=Value(MET_HEALTHY),
         output_field=CharField(),
     )

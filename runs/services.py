@@ -76,7 +76,9 @@ __all__ = (
 logger = logging.getLogger(__name__)
 
 
-_FAILED_OUTCOMES = frozenset({Outcome.RETRYABLE.value, Outcome.SEMANTIC.value})
+_FAILED_OUTCOMES = frozenset(
+    {Outcome.RETRYABLE.value, Outcome.SEMANTIC.value, Outcome.DEGRADED.value}
+)
 _MICRO_USD = Decimal("0.000001")
 MAX_BIGINT = 9_223_372_036_854_775_807
 _MAX_CALL_USD = Decimal(MAX_COST_USD)

@@ -19,6 +19,7 @@ import jsonschema
 
 from breaker_panel import (
     ControlPlane,
+    DegradedResult,
     PlaneConfig,
     RunBreakers,
     StepBudgetWarning,
@@ -205,8 +206,10 @@ class Matcher:
 
 def failure_of(step: dict[str, Any]) -> ToolFailure:
     outcome = step["outcome"]
-    if outcome not in ("retryable", "semantic"):
-        raise CaseError(f"a failure's outcome is retryable or semantic, got {outcome!r}")
+    if outcome not in ("retryable", "semantic", "degraded"):
+        raise CaseError(f"a failure's outcome is retryable, semantic or degraded, got {outcome!r}")
+    if outcome == "degraded":  # a result check's reason, counted like a retryable failure
+        return DegradedResult(step["error"], check="conformance")
     return ToolFailure(
         step["error"], retryable=outcome == "retryable", attempts=step.get("attempts", 1)
     )

@@ -66,7 +66,12 @@ POLICY_FIELDS = frozenset(
 
 # A blocked call never reached the vendor: the fleet has nothing to learn from it.
 _FLEET_OUTCOMES = frozenset(
-    {OutcomeChoice.SUCCESS.value, OutcomeChoice.RETRYABLE.value, OutcomeChoice.SEMANTIC.value}
+    {
+        OutcomeChoice.SUCCESS.value,
+        OutcomeChoice.RETRYABLE.value,
+        OutcomeChoice.SEMANTIC.value,
+        OutcomeChoice.DEGRADED.value,
+    }
 )
 
 

@@ -1,10 +1,11 @@
 """Prometheus counters that the web processes change (multiprocess files under gunicorn).
 
 Names follow resilience4j's, which users already graph: a tool is a circuit breaker ``name``;
-``kind`` is ``successful``, ``failed`` (retryable) or ``ignored`` (semantic: not counted by the
-breaker); blocked calls are ``not_permitted``. Counted when the fleet hook receives them, which
-ingest calls after its transaction committed with the new events only: each call is counted
-once. (A backlog replay after a Redis failure runs in Celery, whose counters are not exported.)
+``kind`` is ``successful``, ``failed`` (retryable or degraded: both count) or ``ignored``
+(semantic: not counted by the breaker); blocked calls are ``not_permitted``. Counted when the
+fleet hook receives them, which ingest calls after its transaction committed with the new events
+only: each call is counted once. (A backlog replay after a Redis failure runs in Celery, whose
+counters are not exported.)
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ __all__ = (
 
 CALLS = Counter(
     "resilience4j_circuitbreaker_calls",
-    "Tool calls reported by agents, by kind (successful, failed = retryable, ignored = semantic)",
+    "Tool calls reported by agents, by kind "
+    "(successful, failed = retryable or degraded, ignored = semantic)",
     ["name", "kind"],
 )
 NOT_PERMITTED = Counter(
@@ -49,7 +51,12 @@ INGEST_BATCH_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 
-_KIND = {"success": "successful", "retryable": "failed", "semantic": "ignored"}
+_KIND = {
+    "success": "successful",
+    "retryable": "failed",
+    "degraded": "failed",  # counted like retryable; resilience4j has no other word for it
+    "semantic": "ignored",
+}
 
 # Labelled children, looked up once each: ``labels()`` checks and joins its arguments on every
 # call, which ingest would pay several times a batch. (A child keeps working across a fork: its

@@ -77,6 +77,7 @@ class RunRecord:
     model_calls: int = 0
     search_calls: int = 0  # calls that reached the vendor
     search_calls_failing: int = 0  # ... while it was down
+    empty_answers: int = 0  # ... of which answered 200 with nothing (Scenario.failure="empty")
     http_attempts: int = 0
     refused: int = 0  # refused by a fail-fast breaker
     degraded: bool = False
@@ -251,6 +252,9 @@ def _search(
 ) -> None:
     started = clock.now()
     record.search_calls += 1
+    if scenario.vendor_is_down(started) and scenario.failure == "empty":
+        _empty_answer(scenario, run, clock, script, record)
+        return
     if scenario.vendor_is_down(started):
         record.search_calls_failing += 1
         failure, seconds = scenario.vendor_failure()
@@ -267,11 +271,35 @@ def _search(
         recovery.saw_working(started)
 
 
+EMPTY_ANSWER: dict[str, Any] = {"results": [], "total": 0}
+
+
+def _empty_answer(
+    scenario: Scenario, run: Any, clock: SimClock, script: ResearchScript, record: RunRecord
+) -> None:
+    """The vendor answers 200 OK, fast, with no results: nothing raises. With result checks on
+    the call is degraded; counting only exceptions it is a success. The model re-plans either
+    way: it has no answer."""
+    record.search_calls_failing += 1
+    record.empty_answers += 1
+    clock.sleep(scenario.healthy_search_s)
+    record.http_attempts += 1
+    duration_ms = round(scenario.healthy_search_s * 1000)
+    if scenario.exception_only:
+        run.record_success(SEARCH, duration_ms=duration_ms)
+    else:
+        query = {"q": f"research question, attempt {record.search_calls}"}
+        run.record_result(SEARCH, EMPTY_ANSWER, arguments=query, duration_ms=duration_ms)
+    script.search_failed()
+
+
 def what_it_met(record: RunRecord, *, removed: bool) -> str:
     if removed:
         return "tool removed"
     if record.refused:
         return "refused fast"
     if record.http_attempts > record.search_calls:  # some call failed after its retries
+        return "failed through"
+    if record.empty_answers:  # answered, with nothing in it
         return "failed through"
     return "healthy tool"

@@ -34,7 +34,7 @@ from breakers.replay.records import (
     replay_speed,
 )
 from breakers.replay.result import ReplayResult
-from breakers.replay.scenario import MODES, Scenario
+from breakers.replay.scenario import FAILURES, MODES, Scenario
 from breakers.replay.script import SEARCH
 from breakers.replay.ways_matrix import (
     REPLAY_WAYS,
@@ -47,6 +47,7 @@ from breakers.replay.ways_matrix import (
 
 __all__ = (
     "AGENTS",
+    "FAILURES",
     "FLEET_MODES",
     "MODES",
     "PLAYING_AT_MOST",

@@ -14,11 +14,14 @@ from typing import Any
 
 from breaker_panel import ToolFailure
 
-__all__ = ("MODES", "Scenario", "StepCost")
+__all__ = ("FAILURES", "MODES", "Scenario", "StepCost")
 
 # none: failures fed back to the model. fail-fast: a plain breaker that refuses in microseconds
 # but keeps offering the tool. run / worker / fleet: the breaker at that scope removes the tool.
 MODES = ("none", "fail-fast", "run", "worker", "fleet")
+# How the vendor fails in the window: "503" (every call raises after its retries, the story) or
+# "empty" (the vendor answers 200 OK with no results: only a result check sees it).
+FAILURES = ("503", "empty")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,14 @@ class Scenario:
     # (it answers at once that every request is bad, a 400: the streak never counts those).
     failure_outcome: str = "retryable"
     seed: int = 20261129
+    failure: str = "503"
+    # Count only exceptions, as breakers without result checks do: a returned call is a success
+    # whatever it holds (the comparison for failure="empty").
+    exception_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.failure not in FAILURES:
+            raise ValueError(f"failure must be one of {FAILURES}, got {self.failure!r}")
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Scenario:
@@ -83,8 +94,11 @@ class Scenario:
             if spec.name not in record:
                 continue
             kind = type(getattr(cls, spec.name))
+            raw = record[spec.name]
+            if kind is bool and not isinstance(raw, bool):
+                continue  # bool("False") is True: only a JSON boolean is read
             try:
-                value = kind(str(record[spec.name])) if kind is Decimal else kind(record[spec.name])
+                value = kind(str(raw)) if kind is Decimal else kind(raw)
             except (TypeError, ValueError, InvalidOperation):
                 continue
             values[spec.name] = value

@@ -23,15 +23,37 @@ from enum import StrEnum
 from typing import Any
 
 import redis
-from django.db.models import Case, Count, F, IntegerField, Q, Value, When, Window
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from breaker_panel.classify import DEGRADED_PREFIX
 from breakers.fleet.rules import OUT_STATES, TrialMode
 from breakers.fleet.store import ToolState
 from breakers.fleet_service import fleet_store
 from breakers.models import Tool, ToolSilence, effective_policy, ms_to_datetime
-from runs.models import BreakerState, ReportedTransition, Run, RunStatus, Scope, Worker
+from runs.models import (
+    BreakerState,
+    Outcome,
+    ReportedTransition,
+    Run,
+    RunStatus,
+    Scope,
+    ToolCall,
+    Worker,
+)
 
 # A worker is live if it sent a batch in the last five minutes: agents report as they work, so a
 # worker silent for longer has stopped (or lost the control plane) and its in-process worker
@@ -119,6 +141,8 @@ class BoardRow:
     # Its repeat alerts are silenced (from Slack): by whom, until when (None: until recovery).
     silenced_by: str = ""
     silenced_until: datetime | None = None
+    # Out of service after results that failed a check: the newest check's reason (agent text).
+    degraded: str = ""
 
     @property
     def severity(self) -> int:
@@ -145,6 +169,7 @@ class BoardRow:
             self.streak_workers, self.min_workers, self.workers_open, self.runs_removed,
             self.waiting_since.isoformat() if self.waiting_since else None,
             self.silenced_by, self.silenced_until.isoformat() if self.silenced_until else None,
+            self.degraded,
         ]  # fmt: skip
 
 
@@ -192,9 +217,9 @@ def board_etag(board: Board, *, filters: BoardFilters, variant: str) -> str:
 def fleet_board(*, filters: BoardFilters, now: datetime | None = None) -> Board:
     now = now or timezone.now()
     tools = list(
-        Tool.objects.select_related("policy").order_by(_db_severity(), "name")[
-            : BOARD_MAX_TOOLS + 1
-        ]
+        Tool.objects.select_related("policy")
+        .annotate(last_degraded=_last_degraded())
+        .order_by(_db_severity(), "name")[: BOARD_MAX_TOOLS + 1]
     )
     truncated = len(tools) > BOARD_MAX_TOOLS
     tools = tools[:BOARD_MAX_TOOLS]
@@ -216,6 +241,25 @@ def fleet_board(*, filters: BoardFilters, now: datetime | None = None) -> Board:
         active_runs=active_runs(now=now).count(),
         counters=counters,
         generated_at=now,
+    )
+
+
+# The calls that opened a tool were made (by the agents' clocks) shortly before it opened.
+DEGRADED_MARGIN = timedelta(minutes=15)
+
+
+def _last_degraded() -> Case:
+    """For a tool out of service, the error of its newest degraded call since it went out (the
+    result check's reason): in the tools query itself, looked up only for tools that are out."""
+    newest = ToolCall.objects.filter(
+        tool=OuterRef("name"),
+        outcome=Outcome.DEGRADED,
+        ts__gte=OuterRef("since") - DEGRADED_MARGIN,
+    ).order_by("-ts")
+    return Case(
+        When(state__in=list(OUT_STATES), then=Subquery(newest.values("error")[:1])),
+        default=Value(""),
+        output_field=CharField(),
     )
 
 
@@ -259,6 +303,9 @@ def _row(
         waiting_since=None if live is None else live.waiting_since,
         silenced_by=silence.set_by if silence else "",
         silenced_until=silence.until if silence else None,
+        degraded=(getattr(tool, "last_degraded", "") or "").removeprefix(DEGRADED_PREFIX)
+        if state in OUT_STATES
+        else "",
     )
 
 

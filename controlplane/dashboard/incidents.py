@@ -84,6 +84,7 @@ class WorkerFailures:
     attempts: int
     first_at: datetime
     last_at: datetime
+    degraded: int = 0  # of `failures`, results that failed a result check
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class Comparison:
             ("Calls to the tool", d.tool_calls, b.tool_calls, "num", False),
             ("that reached the vendor", d.vendor_calls, b.vendor_calls, "num", True),
             ("HTTP attempts at the vendor", d.vendor_attempts, b.vendor_attempts, "num", True),
-            ("retryable failures", d.failures, b.failures, "num", True),
+            ("failures (retryable or degraded)", d.failures, b.failures, "num", True),
             ("refused by a breaker (blocked)", d.blocked, b.blocked, "num", True),
         ]
 
@@ -335,20 +336,37 @@ def _first_failure(tool_name: str, events: list[str]) -> ToolCall | None:
 
 
 def failures_by_worker(*, tool_name: str, start: datetime, end: datetime) -> list[WorkerFailures]:
-    """Retryable failures of the tool per worker from the streak's start to the incident's end.
+    """Counted failures (retryable or degraded) of the tool per worker, from the streak's start
+    to the incident's end.
 
     One grouped query on the (tool, ts) index; the workers with most failures first, capped.
     """
     rows = (
         ToolCall.objects.filter(
-            tool=tool_name, outcome=Outcome.RETRYABLE, ts__gte=start, ts__lte=end
+            tool=tool_name,
+            outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED),
+            ts__gte=start,
+            ts__lte=end,
         )
         .values("worker__worker_id")
-        .annotate(n=Count("id"), attempts=Sum("attempts"), first=Min("ts"), last=Max("ts"))
+        .annotate(
+            n=Count("id"),
+            degraded=Count("id", filter=Q(outcome=Outcome.DEGRADED)),
+            attempts=Sum("attempts"),
+            first=Min("ts"),
+            last=Max("ts"),
+        )
         .order_by("-n", "first")[:MAX_WORKER_GROUPS]
     )
     return [
-        WorkerFailures(r["worker__worker_id"], r["n"], r["attempts"] or 0, r["first"], r["last"])
+        WorkerFailures(
+            r["worker__worker_id"],
+            r["n"],
+            r["attempts"] or 0,
+            r["first"],
+            r["last"],
+            r["degraded"],
+        )
         for r in rows
     ]
 

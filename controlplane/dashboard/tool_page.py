@@ -177,7 +177,7 @@ def worker_scope_rows(*, tool_name: str, now: datetime) -> list[WorkerScopeRow]:
         .values("worker__worker_id", "worker__last_seen_at")
         .annotate(
             calls=Count("id"),
-            failures=Count("id", filter=Q(outcome=Outcome.RETRYABLE)),
+            failures=Count("id", filter=Q(outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED))),
             last_call=Max("ts"),
         )
         .order_by("-last_call")[: MAX_WORKER_ROWS * 2]

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from breaker_panel.classify import DEGRADED_PREFIX
+from breaker_panel.result_checks import ResultChecker, ResultChecks
 from runs.otlp.decode import SPAN_KIND_SERVER, STATUS_ERROR, SpanRecord
 from runs.schemas import MAX_ID_CHARS, MAX_TS, check_identifier
 
@@ -70,6 +72,20 @@ class MappingConfig:
     semantic_jsonrpc_codes: frozenset[int] = frozenset({-32602})
     # MCP ``tools/call`` spans made by the agent (client side) count as tool calls.
     mcp_tool_spans: bool = True
+    # The SDK's result checks on the result a tool span records (None: off). No schema (a span
+    # does not carry one) and no stale check (spans of every agent arrive interleaved).
+    result_checks: ResultChecker | None = None
+
+
+# Where instrumentation records a tool's answer: the GenAI semantic conventions (opt-in
+# content capture), then OpenInference.
+RESULT_ATTRIBUTES = ("gen_ai.tool.call.result", "output.value")
+
+
+def span_result_checks(*, healthy_empty: Iterable[str] = ()) -> ResultChecker:
+    """The checks OTLP applies: every built-in but schema and stale; `healthy_empty` tools off."""
+    off = ResultChecks(empty_is_healthy=True)
+    return ResultChecker(dict.fromkeys(healthy_empty, off), default=ResultChecks(stale_after=0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +333,7 @@ def classify_tool_span(span: SpanRecord, config: MappingConfig) -> tuple[str, st
     """(outcome, error text) with the SDK's rule: a failure is retryable unless it says the call
     was rejected for its arguments (configurable types and statuses), which is semantic."""
     if not _failed(span):
-        return "success", ""
+        return _checked_result(span, config)
     error_type = str(span.attributes.get("error.type") or "")
     names = {error_type, span.exception_type}
     names |= {name.rsplit(".", 1)[-1] for name in names}
@@ -335,6 +351,22 @@ def classify_tool_span(span: SpanRecord, config: MappingConfig) -> tuple[str, st
     message = span.exception_message or span.status_message
     text = f"{label}: {message}" if message else label
     return ("semantic" if semantic else "retryable"), text[:_MAX_ERROR_CHARS]
+
+
+def _checked_result(span: SpanRecord, config: MappingConfig) -> tuple[str, str]:
+    """A span that did not fail: `degraded` if its recorded result fails a check, else success.
+    A span that records no result is a success: nothing to check."""
+    if config.result_checks is None:
+        return "success", ""
+    attributes = span.attributes
+    result = next((attributes[k] for k in RESULT_ATTRIBUTES if k in attributes), None)
+    if result is None:
+        return "success", ""
+    verdict = config.result_checks.check(_tool_name(span), result)
+    failure = verdict.failure()
+    if failure is None:
+        return "success", ""
+    return str(failure.outcome), (DEGRADED_PREFIX + failure.message)[:_MAX_ERROR_CHARS]
 
 
 def _model_call(span: SpanRecord, run_id: str) -> tuple[dict[str, Any], bool]:

@@ -20,7 +20,13 @@ from django.db import DataError, connection
 from runs.batch_checks import validate_events
 from runs.models import AgentToken, Run, RunSource, RunStatus
 from runs.otlp.decode import DecodedExport
-from runs.otlp.mapping import MappedExport, MappingConfig, RunFacts, map_spans
+from runs.otlp.mapping import (
+    MappedExport,
+    MappingConfig,
+    RunFacts,
+    map_spans,
+    span_result_checks,
+)
 from runs.services import TokenMismatch, ingest_batch
 
 __all__ = ("OtlpResult", "ingest_otlp_export", "mapping_config")
@@ -50,6 +56,11 @@ def mapping_config() -> MappingConfig:
         semantic_error_types=frozenset(settings.OTLP_SEMANTIC_ERROR_TYPES),
         semantic_http_statuses=frozenset(settings.OTLP_SEMANTIC_HTTP_STATUSES),
         mcp_tool_spans=settings.OTLP_MCP_TOOL_SPANS,
+        result_checks=(
+            span_result_checks(healthy_empty=settings.OTLP_HEALTHY_EMPTY_TOOLS)
+            if settings.OTLP_RESULT_CHECKS
+            else None
+        ),
     )
 
 

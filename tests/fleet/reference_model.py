@@ -119,7 +119,7 @@ class FleetBreaker:
         if outcome is Outcome.SUCCESS:
             self._clear_streak()
             return None
-        if outcome is not Outcome.RETRYABLE:
+        if outcome not in (Outcome.RETRYABLE, Outcome.DEGRADED):
             return None
         self.consecutive += 1
         self.workers[worker] = self.workers.get(worker, 0) + 1
@@ -132,10 +132,16 @@ class FleetBreaker:
             "events": list(self.streak),
             "threshold": policy.threshold,
             "min_workers": policy.min_workers,
+            "last_outcome": outcome.value,
         }
         reason = (
             f"{self.consecutive} consecutive retryable failures from {len(self.workers)} workers"
         )
+        if outcome is Outcome.DEGRADED:
+            reason = (
+                f"{self.consecutive} consecutive failures from {len(self.workers)} workers, "
+                "the last a degraded result"
+            )
         self._clear_streak()
         self.cooldown_ms = policy.cooldown_ms
         return self._open(now, CauseKind.FAILURES, cause, reason)
@@ -146,7 +152,7 @@ class FleetBreaker:
         if outcome is Outcome.SEMANTIC:
             self._clear_lease()  # the trial said nothing about health: the next caller may try
             return None
-        if outcome not in (Outcome.SUCCESS, Outcome.RETRYABLE):
+        if outcome not in (Outcome.SUCCESS, Outcome.RETRYABLE, Outcome.DEGRADED):
             return None
         cause = {
             "window": self.window,

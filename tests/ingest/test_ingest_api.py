@@ -201,7 +201,7 @@ REJECTED_EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "unknown outcome": (
         _with_run(event("tool.call", outcome="flaky")),
-        "outcome: Input should be 'success', 'retryable', 'semantic' or 'blocked'",
+        "outcome: Input should be 'success', 'retryable', 'semantic', 'degraded' or 'blocked'",
     ),
     "naive timestamp": (
         _with_run(event("tool.call", ts="2026-11-29T09:12:04")),

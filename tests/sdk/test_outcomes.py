@@ -9,7 +9,7 @@ from breaker_panel.core import describe_failure
 
 
 def test_outcome_values_are_the_contract_strings() -> None:
-    assert [str(o) for o in Outcome] == ["success", "retryable", "semantic", "blocked"]
+    assert [str(o) for o in Outcome] == ["success", "retryable", "semantic", "degraded", "blocked"]
     as_text: str = Outcome.RETRYABLE  # a StrEnum: usable wherever the contract wants a str
     assert as_text == "retryable"
 

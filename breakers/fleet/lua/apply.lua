@@ -21,7 +21,9 @@ local function count(event_id, worker, outcome)
     end
     return
   end
-  if outcome ~= 'retryable' then
+  -- A degraded result (the call returned, a result check failed it) counts exactly like a
+  -- retryable failure.
+  if outcome ~= 'retryable' and outcome ~= 'degraded' then
     return
   end
   st.consec = num(st, 'consec', 0) + 1
@@ -43,8 +45,14 @@ local function count(event_id, worker, outcome)
     events = redis.call('LRANGE', E, 0, -1),
     threshold = policy.threshold,
     min_workers = policy.min_workers,
+    last_outcome = outcome,
   }
   local reason = st.consec .. ' consecutive retryable failures from ' .. distinct .. ' workers'
+  if outcome == 'degraded' then
+    -- The streak's kinds are not kept (only its event ids): name the one that completed it.
+    reason = st.consec .. ' consecutive failures from ' .. distinct
+      .. ' workers, the last a degraded result'
+  end
   clear_streak(st)
   st.cooldown = policy.cooldown
   transitions[#transitions + 1] = open(st, 'failures', cause, reason)
@@ -55,7 +63,7 @@ local function agent_trial(event_id, worker, outcome)
     clear_lease(st)
     return
   end
-  if outcome ~= 'success' and outcome ~= 'retryable' then
+  if outcome ~= 'success' and outcome ~= 'retryable' and outcome ~= 'degraded' then
     return
   end
   local cause = {

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from breakers.replay.outage import (
     AGENTS,
+    FAILURES,
     MODES,
     REPLAY_SERVER_SETTINGS,
     ReplayError,
@@ -83,6 +84,17 @@ class Command(BaseCommand):
             default=Scenario.failure_outcome,
             help="how the vendor fails: 503s after retries (the story) or a 400 to every call",
         )
+        parser.add_argument(
+            "--vendor-failure",
+            choices=FAILURES,
+            default="503",
+            help="how the vendor fails: 503 after retries (the story), or 200 OK with no results",
+        )
+        parser.add_argument(
+            "--exception-only",
+            action="store_true",
+            help="count only exceptions (result checks off), as breakers without them do",
+        )
         parser.add_argument("--json", type=Path, help="write the per-mode figures here")
         parser.add_argument(
             "--print-server-env",
@@ -95,6 +107,8 @@ class Command(BaseCommand):
             raise CommandError("--speed, --runs and --workers must be positive")
         if options["wrap_up_steps"] < 1:
             raise CommandError("--wrap-up-steps must be at least 1")
+        if options["vendor_failure"] != "503" and options["agent"] != "hand-written":
+            raise CommandError("--vendor-failure empty is played by the hand-written agent only")
         if not 0 <= options["spend_amount"] <= 100_000 or not options["spend_window_minutes"] > 0:
             raise CommandError("--spend-amount must be 0-100000 and --spend-window-minutes > 0")
         if options["print_server_env"]:
@@ -110,6 +124,8 @@ class Command(BaseCommand):
             baseline_runs=options["baseline_runs"],
             tail_runs=options["tail_runs"],
             seed=options["seed"],
+            failure=options["vendor_failure"],
+            exception_only=options["exception_only"],
             spend_amount_usd=options["spend_amount"],
             spend_window_s=options["spend_window_minutes"] * 60,
             failure_outcome=options["failure"],

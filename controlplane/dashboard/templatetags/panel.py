@@ -86,6 +86,7 @@ _OUTCOMES: dict[str, tuple[str, str]] = {
     "success": ("✓", "success"),
     "retryable": ("↻", "retryable"),
     "semantic": ("!", "semantic"),
+    "degraded": ("∅", "degraded"),
     "blocked": ("⊘", "blocked"),
 }
 _SCOPES: dict[str, tuple[str, str]] = {

@@ -198,6 +198,25 @@ def test_worker_breakers_take_the_tool_from_later_invocations() -> None:
     assert model.calls[-1][0] == ["calculator"]
 
 
+def test_a_tool_that_answers_with_nothing_is_degraded_and_leaves_the_request() -> None:
+    """Issue 25: no exception, an empty answer each time; the result checks count it."""
+
+    @tool
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return '{"results": [], "total": 0}'
+
+    model = scripted(call("web_search", 1), call("web_search", 2), answer("nothing found"))
+    breaker = ToolBreaker(threshold=2)
+    agent = create_agent(model, tools=[web_search], middleware=[BreakerMiddleware(breaker)])
+    result = agent.invoke({"messages": [{"role": "user", "content": "find it"}]})
+
+    assert [m.content for m in tool_messages(result)] == ['{"results": [], "total": 0}'] * 2
+    assert breaker.is_open("web_search")
+    assert model.calls[2][0] == []
+    assert "web_search: it returns empty results for every query" in model.calls[2][1]
+
+
 def test_refuse_keeps_tools_and_system_message_and_sends_the_notice_last() -> None:
     replies = iter([call("web_search", 1), call("web_search", 2), call("web_search", 3)])
     last_messages: list[BaseMessage] = []

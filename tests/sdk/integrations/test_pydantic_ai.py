@@ -163,6 +163,26 @@ def test_worker_breakers_take_the_tool_from_later_runs() -> None:
     assert script.calls[-1][0] == ["calculator"]
 
 
+def test_a_tool_that_answers_with_an_error_body_is_degraded_and_removed() -> None:
+    """Issue 25: `{"error": ...}` returned, not raised; the result checks count it."""
+    script = Script(search(1), search(2), answer("the search is down"))
+    breaker = ToolBreaker(threshold=2)
+    agent = Agent(
+        FunctionModel(script), instructions="Be brief.", capabilities=breaker_capabilities(breaker)
+    )
+
+    @agent.tool_plain
+    def web_search(query: str) -> dict[str, str]:
+        """Search the web."""
+        return {"error": "rate limited"}
+
+    result = agent.run_sync("find it")
+    assert [p.content for p in returns(result)] == [{"error": "rate limited"}] * 2  # unchanged
+    assert breaker.is_open("web_search")
+    assert script.calls[2][0] == []
+    assert "answers with an error instead of results (rate limited)" in script.calls[2][1]
+
+
 def test_refuse_keeps_every_tool_in_the_request_and_refuses_the_open_ones() -> None:
     script = Script(search(1), search(2), search(3), search(4), answer("done"))
     vendor = Vendor(ConnectionError("503 from vendor"))

@@ -16,14 +16,18 @@ from __future__ import annotations
 
 from breaker_panel.classify import classify
 from breaker_panel.client import ControlPlane, PlaneConfig, Run
-from breaker_panel.core import StepBudgetWarning, ToolBreaker, ToolFailure
+from breaker_panel.core import DegradedResult, StepBudgetWarning, ToolBreaker, ToolFailure
+from breaker_panel.result_checks import ResultChecker, ResultChecks
 from breaker_panel.vocabulary import Outcome, RunStatus, Scope, State
 from breaker_panel.worker import RunBreakers, WorkerBreakers
 
 __all__ = [
     "ControlPlane",
+    "DegradedResult",
     "Outcome",
     "PlaneConfig",
+    "ResultChecker",
+    "ResultChecks",
     "Run",
     "RunBreakers",
     "RunStatus",

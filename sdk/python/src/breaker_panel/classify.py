@@ -19,8 +19,10 @@ from collections.abc import Callable
 from breaker_panel.vocabulary import Outcome
 
 __all__ = [
+    "DEGRADED_PREFIX",
     "RETRYABLE_STATUSES",
     "Classifier",
+    "DegradedResult",
     "Failure",
     "ToolFailure",
     "classify",
@@ -54,6 +56,34 @@ class ToolFailure(Exception):
         return (
             f"ToolFailure({self.message!r}, retryable={self.retryable}, attempts={self.attempts})"
         )
+
+
+# The `error` of a degraded call starts with this, so every page (and the notice) can tell a
+# result that failed a check from a transport error by the text alone.
+DEGRADED_PREFIX = "Degraded: "
+
+
+class DegradedResult(ToolFailure):
+    """A call that returned, but whose result failed a result check (`breaker_panel.result_checks`).
+
+    `reason` is written for a model and an operator alike ("returns empty results for every
+    query"); `check` names the check ("empty", "error_body", "schema", "stale", or a user's).
+    It counts towards opening the breaker exactly like a retryable failure; with
+    `counts=False` (a tool configured so) it is reported as semantic: it neither counts nor
+    resets, but its text still says it was degraded.
+    """
+
+    def __init__(self, reason: str, *, check: str = "custom", counts: bool = True) -> None:
+        super().__init__(reason, retryable=counts, attempts=1)
+        self.check = check
+        self.counts = bool(counts)
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.DEGRADED if self.counts else Outcome.SEMANTIC
+
+    def __repr__(self) -> str:
+        return f"DegradedResult({self.message!r}, check={self.check!r}, counts={self.counts})"
 
 
 Failure = BaseException | str | None

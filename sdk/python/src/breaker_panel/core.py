@@ -5,7 +5,7 @@ Pure Python with no Django and no I/O: an agent process imports it without setti
 
 States are the contract strings of `vocabulary.py`. The transitions of one tool's `Circuit`:
 
-    closed    -> open       `threshold` consecutive retryable failures
+    closed    -> open       `threshold` consecutive retryable (or degraded) failures
     open      -> half_open  the cooldown has elapsed and the one trial call is granted
     half_open -> closed     the trial call succeeded; the cooldown goes back to its base
     half_open -> open       the trial call failed again; the cooldown backs off, capped
@@ -26,9 +26,16 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple, Protocol
 
-from breaker_panel.classify import Classifier, ToolFailure, exception_text
+from breaker_panel.classify import (
+    DEGRADED_PREFIX,
+    Classifier,
+    DegradedResult,
+    ToolFailure,
+    exception_text,
+)
 from breaker_panel.classify import classify as default_classify
 from breaker_panel.notice import Removal, SemanticStrike, render_notice
+from breaker_panel.result_checks import ResultChecker, Verdict
 from breaker_panel.toolsets import StepFilter
 from breaker_panel.vocabulary import Outcome, Scope, State, Way
 from breaker_panel.ways import Toolset, take_away
@@ -38,6 +45,7 @@ __all__ = [
     "Change",
     "Circuit",
     "Clock",
+    "DegradedResult",
     "FailureInfo",
     "Outcome",
     "Policy",
@@ -52,6 +60,7 @@ __all__ = [
     "check_step_budget",
     "describe_failure",
     "step_budget_fraction",
+    "streak_reason",
 ]
 
 Clock = Callable[[], float]
@@ -75,6 +84,8 @@ def describe_failure(
     whatever the cause, and the breaker must not crash the agent loop over an unwrapped
     `ConnectionError` or a bare string.
     """
+    if isinstance(failure, DegradedResult):
+        return FailureInfo(failure.outcome, DEGRADED_PREFIX + failure.message, failure.attempts)
     if isinstance(failure, ToolFailure):
         return FailureInfo(failure.outcome, f"ToolFailure: {failure.message}", failure.attempts)
     verdict = classify(failure)
@@ -140,6 +151,7 @@ class Circuit:
         "attempts",
         "consecutive",
         "cooldown",
+        "degraded",
         "last_error",
         "opened_at",
         "policy",
@@ -150,23 +162,28 @@ class Circuit:
         self.policy = policy
         self.state = State.CLOSED
         self.consecutive = 0
+        self.degraded = 0  # how many of the current streak were degraded results
         self.last_error = ""
         self.attempts = 0  # HTTP attempts of the last failed call: recorded, never counted
         self.opened_at = 0.0
         self.cooldown = policy.cooldown
 
     def record_success(self) -> Change | None:
-        self.consecutive = 0
+        self.consecutive = self.degraded = 0
         if self.state is not State.HALF_OPEN:
             return None
         self.state = State.CLOSED
         self.cooldown = self.policy.cooldown
         return Change(State.HALF_OPEN, State.CLOSED, "trial call succeeded")
 
-    def record_retryable(self, error: str, attempts: int, clock: Clock) -> Change | None:
+    def record_retryable(
+        self, error: str, attempts: int, clock: Clock, *, degraded: bool = False
+    ) -> Change | None:
+        """A counted failure: retryable, or (``degraded``) a result that failed a check."""
         self.last_error = error
         self.attempts = attempts
         if self.state is State.CLOSED:
+            self.degraded += degraded
             return self._count_failure(clock)
         if self.state is State.HALF_OPEN:
             return self._reopen(clock)
@@ -188,9 +205,7 @@ class Circuit:
             return None
         self.state = State.OPEN
         self.opened_at = clock()
-        return Change(
-            State.CLOSED, State.OPEN, f"{self.consecutive} consecutive retryable failures"
-        )
+        return Change(State.CLOSED, State.OPEN, streak_reason(self.consecutive, self.degraded))
 
     def _reopen(self, clock: Clock) -> Change:
         self.state = State.OPEN
@@ -198,6 +213,16 @@ class Circuit:
         self.cooldown = min(self.cooldown * self.policy.backoff, self.policy.max_cooldown)
         reason = f"trial call failed; next cooldown {self.cooldown:g} s"
         return Change(State.HALF_OPEN, State.OPEN, reason)
+
+
+def streak_reason(consecutive: int, degraded: int) -> str:
+    """Why a streak opened a breaker: "5 consecutive retryable failures" when no result check
+    was involved (the words every existing page and alert knows), else says how many degraded."""
+    if not degraded:
+        return f"{consecutive} consecutive retryable failures"
+    if degraded >= consecutive:
+        return f"{consecutive} consecutive degraded results"
+    return f"{consecutive} consecutive failures ({degraded} degraded results)"
 
 
 class ToolBreaker:
@@ -227,9 +252,12 @@ class ToolBreaker:
         clock: Clock = time.monotonic,
         on_transition: TransitionCallback | None = None,
         classify: Classifier | None = None,
+        result_checks: ResultChecker | None = None,
     ) -> None:
         self.threshold = self.THRESHOLD if threshold is None else threshold
         self.classify: Classifier = default_classify if classify is None else classify
+        # Built on first use: a run that never records a result pays nothing for the checks.
+        self._result_checks = result_checks
         self.semantic_cap = self.SEMANTIC_CAP if semantic_cap is None else semantic_cap
         if self.semantic_cap < 1:
             raise ValueError(f"semantic_cap must be at least 1, got {self.semantic_cap}")
@@ -262,9 +290,30 @@ class ToolBreaker:
         with self._lock:
             circuit = self._circuits.get(name)
             if circuit is not None:
-                circuit.consecutive = 0  # open stays open: run scope never closes
+                circuit.consecutive = circuit.degraded = 0  # open stays open in run scope
             if self._semantic.pop(name, None) is not None:
                 self.version += 1
+
+    @property
+    def result_checks(self) -> ResultChecker:
+        """The checks `record_result()` runs (every built-in check on every tool by default)."""
+        if self._result_checks is None:
+            self._result_checks = ResultChecker()
+        return self._result_checks
+
+    def record_result(
+        self, name: str, result: object, *, arguments: Mapping[str, object] | None = None
+    ) -> Verdict:
+        """A call of `name` returned `result` (only read, never changed): a success, unless a
+        result check finds it degraded, which counts like a retryable failure. A result the
+        checks could not read is recorded as a success (it says nothing either way)."""
+        verdict = self.result_checks.check(name, result, arguments)
+        failure = verdict.failure()
+        if failure is None:
+            self.record_success(name)
+        else:
+            self.record_failure(name, failure)
+        return verdict
 
     def record_failure(self, name: str, failure: BaseException | str | None = None) -> FailureInfo:
         """A call of `name` was exhausted; returns its classification (see `describe_failure`)."""
@@ -280,7 +329,9 @@ class ToolBreaker:
             circuit = self._circuits.get(name)
             if circuit is None:
                 circuit = self._circuits[name] = Circuit(self._policy)
-            change = circuit.record_retryable(info.error, info.attempts, self._clock)
+            change = circuit.record_retryable(
+                info.error, info.attempts, self._clock, degraded=info.outcome is Outcome.DEGRADED
+            )
             if change is not None:
                 self._publish(
                     Removal(name, Scope.RUN, change.reason, info.error, circuit.opened_at)

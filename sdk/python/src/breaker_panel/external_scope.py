@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from breaker_panel.core import Clock, Outcome, Scope, State
+from breaker_panel.vocabulary import COUNTED_OUTCOMES
 
 # Which states of a wider scope take a tool out of a run. A fleet half_open is removed too,
 # except from the one run that holds this worker's trial lease (`ExternalScope.claim_trial()`):
@@ -294,7 +295,7 @@ class ExternalScope:
             elif outcome is Outcome.SUCCESS:
                 trial.phase = TrialPhase.PASSED
                 self.version += 1
-            elif outcome is Outcome.RETRYABLE:
+            elif outcome in COUNTED_OUTCOMES:
                 trial.phase, trial.holder = TrialPhase.FAILED, None
                 self.version += 1
             else:

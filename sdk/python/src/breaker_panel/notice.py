@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from breaker_panel.classify import DEGRADED_PREFIX
 from breaker_panel.vocabulary import Scope
 
 __all__ = [
@@ -94,13 +95,17 @@ def _why(removal: Removal) -> str:
         return (
             f"switched off by an operator ({reason})" if reason else "switched off by an operator"
         )
+    if removal.last_error.startswith(DEGRADED_PREFIX):
+        # A result check's reason is already written for the model: "returns empty results
+        # for every query" reads as "- web_search: it returns empty results for every query".
+        return f"it {shorten(removal.last_error.removeprefix(DEGRADED_PREFIX))}"
     if removal.last_error:
         return f"it keeps failing (last error: {_error(removal.last_error)})"
     return FAILING_ELSEWHERE
 
 
 def _error(text: str) -> str:
-    return shorten(text.removeprefix(_FAILURE_PREFIX))
+    return shorten(text.removeprefix(_FAILURE_PREFIX).removeprefix(DEGRADED_PREFIX))
 
 
 def _strike_lines(strikes: Iterable[SemanticStrike]) -> list[str]:

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 __all__ = [
     "AUTOMATIC_STATES",
+    "COUNTED_OUTCOMES",
     "FINISHED_STATUSES",
     "OUTCOMES",
     "SCOPES",
@@ -29,6 +30,7 @@ class Outcome(StrEnum):
     SUCCESS = "success"
     RETRYABLE = "retryable"  # transport failure: timeout, connection error, 5xx, 429 after retries
     SEMANTIC = "semantic"  # rejected for its arguments, e.g. a 400: says nothing about health
+    DEGRADED = "degraded"  # returned, but the result failed a result check (empty, error body...)
     BLOCKED = "blocked"  # refused by a breaker without reaching the vendor; never counted
 
 
@@ -68,6 +70,8 @@ class RunStatus(StrEnum):
 
 # Plain strings (not enum members), for Literal types and JSON.
 OUTCOMES: tuple[str, ...] = tuple(member.value for member in Outcome)
+# The outcomes the consecutive-failure rule counts, in every scope (fleet included).
+COUNTED_OUTCOMES: frozenset[Outcome] = frozenset({Outcome.RETRYABLE, Outcome.DEGRADED})
 STATES: tuple[str, ...] = tuple(member.value for member in State)
 # What a breaker does on its own; the forced states are operator actions on the fleet.
 AUTOMATIC_STATES: tuple[str, ...] = (State.CLOSED.value, State.OPEN.value, State.HALF_OPEN.value)

@@ -41,8 +41,9 @@ from breaker_panel.external_scope import (
     is_lease_trial,
 )
 from breaker_panel.notice import render_notice
+from breaker_panel.result_checks import Verdict
 from breaker_panel.toolsets import StepFilter, tool_names
-from breaker_panel.vocabulary import Way
+from breaker_panel.vocabulary import COUNTED_OUTCOMES, Way
 from breaker_panel.ways import Toolset, take_away
 
 __all__ = [
@@ -136,7 +137,7 @@ class WorkerBreakers:
             if circuit is None:
                 return
             if circuit.state is State.CLOSED:
-                circuit.consecutive = 0
+                circuit.consecutive = circuit.degraded = 0
             elif self._is_current(lease):
                 del self._trials[name]
                 self._queue(name, circuit.record_success())
@@ -157,7 +158,7 @@ class WorkerBreakers:
 
     def record_info(self, name: str, info: FailureInfo, *, lease: TrialLease | None = None) -> None:
         """`record_failure()` for a failure already classified by `describe_failure()`."""
-        if info.outcome is not Outcome.RETRYABLE:
+        if info.outcome not in COUNTED_OUTCOMES:
             return
         with self._lock:
             circuit = self._circuits.get(name)
@@ -174,7 +175,9 @@ class WorkerBreakers:
                 circuit.last_error = info.error  # a late result: only the trial decides
                 return None
             del self._trials[name]
-        change = circuit.record_retryable(info.error, info.attempts, self.clock)
+        change = circuit.record_retryable(
+            info.error, info.attempts, self.clock, degraded=info.outcome is Outcome.DEGRADED
+        )
         if change is not None:  # -> open: publish the latest error, the trip's or the trial's
             self._publish(Removal(name, Scope.WORKER, change.reason, info.error, circuit.opened_at))
         return change
@@ -422,10 +425,22 @@ class RunBreakers:
         if self._fleet_trials:
             self._finish_fleet_trial(name, Outcome.SUCCESS, "")
 
+    def record_result(
+        self, name: str, result: object, *, arguments: Mapping[str, object] | None = None
+    ) -> Verdict:
+        """`ToolBreaker.record_result()` across every scope: the run breaker's checks decide."""
+        verdict = self.run.result_checks.check(name, result, arguments)
+        failure = verdict.failure()
+        if failure is None:
+            self.record_success(name)
+        else:
+            self.record_failure(name, failure)
+        return verdict
+
     def record_failure(self, name: str, failure: BaseException | str | None = None) -> FailureInfo:
         info = self.run.record_failure(name, failure)
         # A semantic answer to the trial says nothing about health: keep the lease and retry.
-        if self.worker is not None and info.outcome is Outcome.RETRYABLE:
+        if self.worker is not None and info.outcome in COUNTED_OUTCOMES:
             self.worker.record_info(name, info, lease=self._leases.pop(name, None))
         if self._fleet_trials:
             self._finish_fleet_trial(name, info.outcome, info.error)
@@ -632,7 +647,7 @@ class RunBreakers:
             source = self._fleet_trials.get(name)
             if source is None or not source.finish_trial(name, self._owner, outcome):
                 return
-            if outcome is not Outcome.RETRYABLE:
+            if outcome not in COUNTED_OUTCOMES:
                 return  # success: keep calling it; semantic: keep it while the lease is renewed
             # The trial failed, so the scope is about to re-open it: leave this run now, with
             # the trial's own error (the scope's entry still says half-open).

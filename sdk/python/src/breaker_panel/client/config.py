@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from breaker_panel.classify import Classifier
 from breaker_panel.core import ToolBreaker
+from breaker_panel.result_checks import ResultChecker
 from breaker_panel.vocabulary import SCOPES
 from breaker_panel.ways import parse_way
 from breaker_panel.worker import DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN
@@ -32,6 +33,9 @@ class PlaneConfig:
     # and staged roll-outs.
     scopes: Collection[str] = SCOPES
     classify: Classifier | None = None  # None: `breaker_panel.classify.classify`
+    # What `Run.record_result()` checks; None: every built-in check on every tool. One checker
+    # per plane, so the stale check sees the same answer across this worker's runs.
+    result_checks: ResultChecker | None = None
     # How `Run.toolset()` takes a lost tool away when neither the call nor the run names a way:
     # "remove", "restrict", "refuse", or None for the default of the array's provider shape
     # (`breaker_panel.ways.DEFAULT_WAYS`). `available()` always removes.

@@ -26,6 +26,7 @@ from breaker_panel.client.stats import SenderStats
 from breaker_panel.client.transport import Backoff, Transport
 from breaker_panel.core import Clock
 from breaker_panel.external_scope import ExternalScope, ScopeState
+from breaker_panel.result_checks import ResultChecker
 from breaker_panel.vocabulary import Scope, State, Way
 from breaker_panel.worker import WorkerBreakers
 
@@ -62,6 +63,9 @@ class ControlPlane:
         # Which breakers may remove a tool from this plane's runs.
         self.scopes = frozenset(Scope(name) for name in config.scopes)
         self.threshold = config.threshold
+        self.result_checks = (
+            ResultChecker() if config.result_checks is None else config.result_checks
+        )
         self.url = url.rstrip("/")
         self.worker_id = worker_id
         self.stats = SenderStats()

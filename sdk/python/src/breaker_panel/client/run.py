@@ -12,6 +12,7 @@ from breaker_panel.client.events import transition_event
 from breaker_panel.client.sender import EventSender
 from breaker_panel.core import FailureInfo, Removal, ToolBreaker
 from breaker_panel.external_scope import ExternalScope
+from breaker_panel.result_checks import ResultChecker, Verdict
 from breaker_panel.vocabulary import FINISHED_STATUSES, Outcome, Scope, State, Way
 from breaker_panel.ways import Toolset, parse_way
 from breaker_panel.worker import RunBreakers, WorkerBreakers
@@ -26,6 +27,7 @@ class Plane(Protocol):
 
     scopes: frozenset[Scope]
     threshold: int
+    result_checks: ResultChecker
     worker: WorkerBreakers
     fleet: ExternalScope
     sender: EventSender
@@ -65,6 +67,7 @@ class Run:
             clock=plane.worker.clock,
             on_transition=self._on_run_transition,
             classify=plane.worker.classify,
+            result_checks=plane.result_checks,
         )
         self.breakers: RunBreakers = RunBreakers(
             run_breaker,
@@ -159,6 +162,32 @@ class Run:
                 trial,
             )
         )
+
+    def record_result(
+        self,
+        tool: str,
+        result: object,
+        *,
+        arguments: Mapping[str, object] | None = None,
+        duration_ms: int | None = None,
+        attempts: int = 1,
+        step: int | None = None,
+        breakers: RunBreakers | None = None,
+    ) -> Verdict:
+        """A call of `tool` returned `result`: the plane's result checks decide whether it is a
+        success or `degraded` (counted like a retryable failure, its reason in the event's
+        `error`). `result` is only read; hand it to the model unchanged either way."""
+        verdict = self.plane.result_checks.check(tool, result, arguments)
+        failure = verdict.failure()
+        if failure is None:
+            self.record_success(
+                tool, duration_ms=duration_ms, attempts=attempts, step=step, breakers=breakers
+            )
+        else:
+            self.record_failure(
+                tool, failure, duration_ms=duration_ms, step=step, breakers=breakers
+            )
+        return verdict
 
     def record_failure(
         self,

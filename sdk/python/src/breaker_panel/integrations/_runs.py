@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from breaker_panel.client import ControlPlane, Run
 from breaker_panel.core import FailureInfo, ToolBreaker
+from breaker_panel.result_checks import Verdict
 from breaker_panel.vocabulary import Way
 from breaker_panel.ways import Toolset
 from breaker_panel.worker import RunBreakers, WorkerBreakers
@@ -64,6 +65,21 @@ class RunHandle:
             self._run.record_success(name, duration_ms=_elapsed_ms(started))
         else:
             self._breakers.record_success(name)
+
+    def record_result(
+        self,
+        name: str,
+        result: Any,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        started: float | None = None,
+    ) -> Verdict:
+        """The tool returned `result`: a success unless a result check finds it degraded."""
+        if self._run is not None:
+            return self._run.record_result(
+                name, result, arguments=arguments, duration_ms=_elapsed_ms(started)
+            )
+        return self._breakers.record_result(name, result, arguments=arguments)
 
     def record_failure(self, name: str, error: Any, *, started: float | None = None) -> FailureInfo:
         if self._run is not None:

@@ -139,7 +139,7 @@ class BreakerMiddleware(AgentMiddleware[BreakerState, Any, Any]):
             raise  # an interrupt, not a failure
         except Exception as error:  # noqa: BLE001 - recorded; handle_errors says if it goes on
             return self._failed(handle, request, error, started)
-        _record_result(handle, name, result, started)
+        _record_result(handle, name, result, started, request.tool_call.get("args"))
         return result
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -153,7 +153,7 @@ class BreakerMiddleware(AgentMiddleware[BreakerState, Any, Any]):
             raise  # an interrupt, not a failure
         except Exception as error:  # noqa: BLE001 - recorded; handle_errors says if it goes on
             return self._failed(handle, request, error, started)
-        _record_result(handle, name, result, started)
+        _record_result(handle, name, result, started, request.tool_call.get("args"))
         return result
 
     def _failed(self, handle: RunHandle, request: Any, error: Exception, started: float) -> Any:
@@ -222,9 +222,15 @@ def _refuse(handle: RunHandle, request: Any) -> ToolMessage:
     )
 
 
-def _record_result(handle: RunHandle, name: str, result: Any, started: float) -> None:
-    if not isinstance(result, ToolMessage) or result.status != "error":
-        handle.record_success(name, started=started)
+def _record_result(
+    handle: RunHandle, name: str, result: Any, started: float, arguments: Any = None
+) -> None:
+    if not isinstance(result, ToolMessage):
+        handle.record_success(name, started=started)  # a Command: not an answer to check
+        return
+    if result.status != "error":
+        arguments = arguments if isinstance(arguments, dict) else None
+        handle.record_result(name, result.content, arguments=arguments, started=started)
         return
     # An error the tool or ToolNode already turned into text: only the text is left.
     text = result.content if isinstance(result.content, str) else str(result.content)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -254,8 +255,22 @@ def _allow(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
 def _record_success(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
     handle = _handle()
     if handle is not None and not getattr(data.context, _RECORDED, False):
-        handle.record_success(data.context.tool_name, started=getattr(data.context, _STARTED, None))
+        handle.record_result(
+            data.context.tool_name,
+            data.output,
+            arguments=_arguments(data.context),
+            started=getattr(data.context, _STARTED, None),
+        )
     return ToolGuardrailFunctionOutput.allow()
+
+
+def _arguments(context: Any) -> dict[str, Any] | None:
+    """The call's arguments (a JSON object text in the Agents SDK), for the stale check."""
+    try:
+        arguments = json.loads(getattr(context, "tool_arguments", None) or "null")
+    except ValueError:
+        return None
+    return arguments if isinstance(arguments, dict) else None
 
 
 _INPUT: ToolInputGuardrail[Any] = ToolInputGuardrail(

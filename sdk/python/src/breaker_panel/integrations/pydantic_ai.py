@@ -157,7 +157,8 @@ class BreakerCapability(AbstractCapability[Any]):
             if not self.handle_errors:
                 raise
             raise ToolFailed(info.error) from error
-        handle.record_success(name, started=started)
+        arguments = args if isinstance(args, dict) else None
+        handle.record_result(name, result, arguments=arguments, started=started)
         return result
 
 

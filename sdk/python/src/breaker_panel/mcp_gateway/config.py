@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from breaker_panel.integrations.mcp import DEFAULT_RETRYABLE_PATTERNS, McpClassifier
+from breaker_panel.mcp_gateway.checks import ChecksConfig, ChecksError, parse_checks
 
 __all__ = ["PREFIX_MODES", "BreakerSettings", "ConfigError", "GatewayConfig", "UpstreamConfig"]
 
@@ -80,6 +81,8 @@ class GatewayConfig:
     # A half-open tool with a probe that no client calls for this long gets the probe as its
     # trial.
     probe_after: float = 10.0
+    # Result checks on every call (the `checks` block, mcp_gateway/checks.py): on by default.
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
 
     @classmethod
     def load(cls, path: str | Path) -> GatewayConfig:
@@ -97,7 +100,7 @@ class GatewayConfig:
         _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
                      "connect_timeout", "agent", "breaker", "token_env",
                      "health_interval", "health_timeout", "max_result_bytes",
-                     "session_idle_timeout", "list_ttl", "probe_after"},
+                     "session_idle_timeout", "list_ttl", "probe_after", "checks"},
               "the config")  # fmt: skip
         raw = data.get("servers", data.get("mcpServers"))
         servers = _object(raw, "servers")
@@ -117,10 +120,15 @@ class GatewayConfig:
             isinstance(token_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", token_env)
         ):
             raise ConfigError("token_env must name an environment variable (letters, digits, _)")
+        try:
+            checks = parse_checks(data.get("checks"))
+        except ChecksError as exc:
+            raise ConfigError(str(exc)) from exc
         max_result = data.get("max_result_bytes", 4 * 1024 * 1024)
         if isinstance(max_result, bool) or not isinstance(max_result, int) or max_result < 1024:
             raise ConfigError("max_result_bytes must be a whole number of at least 1024")
         return cls(
+            checks=checks,
             max_result_bytes=max_result,
             servers=tuple(_upstream(name, spec) for name, spec in servers.items()),
             token_env=token_env,

@@ -35,8 +35,9 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
-from breaker_panel.core import ToolFailure  # noqa: E402
+from breaker_panel.core import DegradedResult, ToolFailure  # noqa: E402
 from breaker_panel.integrations.mcp import McpClassifier  # noqa: E402
+from breaker_panel.mcp_gateway.checks import GatewayChecks  # noqa: E402
 from breaker_panel.mcp_gateway.config import GatewayConfig  # noqa: E402
 from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
     StdioFront,
@@ -92,6 +93,7 @@ class Gateway:
         # passthrough replaced; kept to compare with, and as a way out).
         self.passthrough = passthrough
         self.classifier = McpClassifier(config.breaker.retryable_patterns)
+        self.checks = GatewayChecks(config.checks)
         self.upstreams = [
             Upstream(
                 c,
@@ -267,6 +269,7 @@ class Gateway:
                     continue
                 catalog[exposed] = (upstream, tool.name)
                 tools[exposed] = tool.model_copy(update={"name": exposed})
+        self.checks.update({name: tool.output_schema for name, tool in tools.items()})
         self.catalog, self.tools = catalog, tools
 
     def _exposed_name(self, upstream: Upstream, name: str, count: int) -> str:
@@ -332,7 +335,7 @@ class Gateway:
             return _error_result(record.notice or "")
         finished = False
         try:
-            result, failure = await self._pass_on(entry, arguments, check, marks)
+            result, failure = await self._pass_on(name, entry, arguments, check, marks)
             record.finish(failure)
             finished = True
         finally:
@@ -357,6 +360,7 @@ class Gateway:
 
     async def _pass_on(
         self,
+        name: str,
         entry: tuple[Upstream, str],
         arguments: dict[str, Any] | None,
         check: Callable[[Any], Any],
@@ -369,6 +373,10 @@ class Gateway:
                 raw = await upstream.call(tool, arguments, marks, raw=self.passthrough)
         except TimeoutError:
             failure = ToolFailure(f"no answer from {upstream.name} within {timeout:g} s")
+        except RuntimeError as exc:
+            # The mcp client (raw=False) refuses structured content that breaks the tool's
+            # outputSchema: the upstream answered, wrongly: degraded, like the check says.
+            failure = _schema_refusal(exc) or self.classifier.error(exc)
         except Exception as exc:  # noqa: BLE001 - every upstream failure is the call's outcome
             failure = self.classifier.error(exc)
         else:
@@ -380,7 +388,7 @@ class Gateway:
             else:
                 size = _content_size(raw)
                 if size <= self.config.max_result_bytes:
-                    return result, self.classifier.result(raw)
+                    return self._judged(name, tool, upstream, raw, result, arguments)
                 # The tool worked; the call asked for more than anyone can read.
                 failure = ToolFailure(
                     f"the result is {size / 1048576:.1f} MB, over the gateway's limit of "
@@ -390,6 +398,26 @@ class Gateway:
                 )
                 logger.warning("%s of %s: %s", tool, upstream.name, failure.message)
         return _error_result(f"{tool} failed: {failure.message}"), failure
+
+    def _judged(
+        self,
+        name: str,
+        tool: str,
+        upstream: Upstream,
+        raw: Any,
+        result: Any,
+        arguments: dict[str, Any] | None,
+    ) -> tuple[Any, ToolFailure | None]:
+        """A result that arrived: an isError answer by the classifier, else the result checks."""
+        failure = self.classifier.result(raw)
+        if failure is not None:
+            return result, failure
+        degraded = self.checks.checker.check(name, raw, arguments).failure()
+        if degraded is None or degraded.check != "schema":
+            return result, degraded  # degraded or not, the answer goes on as it is
+        # Content that breaks the declared schema: the client's own mcp library would refuse
+        # it, so say plainly what happened instead.
+        return _error_result(f"{tool} failed: {upstream.name} {degraded.message}"), degraded
 
     def _remember(self, ctx: Any) -> None:
         if self._front is not None:
@@ -461,6 +489,20 @@ def _content_size(result: Any) -> int:
                     if k in ("text", "blob") and isinstance(v, str)
                 )
     return size
+
+
+_SCHEMA_REFUSALS = ("Invalid structured content returned by tool", "has an output schema but")
+
+
+def _schema_refusal(error: RuntimeError) -> DegradedResult | None:
+    """The mcp client's refusal of a result that breaks the tool's outputSchema, as degraded."""
+    text = str(error)
+    if not any(marker in text for marker in _SCHEMA_REFUSALS):
+        return None
+    detail = " ".join(text.split(": ", 1)[-1].split())[:200]
+    return DegradedResult(
+        f"returns structured content that breaks its output schema ({detail})", check="schema"
+    )
 
 
 def _as_model(result: Any) -> types.CallToolResult:

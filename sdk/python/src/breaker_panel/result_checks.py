@@ -12,7 +12,7 @@ rate-limit, quota or unavailable wording in a successful answer), `schema` (MCP
 `stale` (the same long answer to different arguments N calls running), and `custom` (a callable).
 A result the checks cannot read (too big, too deep, invalid UTF-8, an invalid schema, a custom
 check that raises) is `unchecked`: it counts as neither, is logged once, and is never changed.
-Why these rules: docs/adr/XXXX-result-checks-are-verdicts-on-a-returned-call.md.
+Why these rules: docs/adr/0207-result-checks-are-verdicts-on-a-returned-call.md.
 """
 
 from __future__ import annotations

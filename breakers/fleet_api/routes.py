@@ -20,7 +20,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import AuthorizationError, HttpError
 from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
 from breakers import fleet_service
 from breakers.access.operators import is_operator
@@ -314,6 +314,25 @@ class PolicyIn(Schema):
         max_length=ToolPolicy._meta.get_field("probe_callable").max_length,
         pattern=_DOTTED_PATH_PATTERN,
     )
+
+    @field_validator(
+        "threshold",
+        "cooldown_seconds",
+        "max_cooldown_seconds",
+        "min_workers",
+        "spend_amount_usd",
+        "spend_window_seconds",
+        "probe_expected_status",
+        "probe_timeout_seconds",
+        mode="before",
+    )
+    @classmethod
+    def _not_a_boolean(cls, value: Any) -> Any:
+        # JSON true/false is not a number: pydantic would read it as 1/0 (and false passes a
+        # lower bound of 0, as the spend amount's is).
+        if isinstance(value, bool):
+            raise ValueError("a number, not true or false")
+        return value
 
 
 # Fields whose empty value is "" or a fixed default rather than None in the database.

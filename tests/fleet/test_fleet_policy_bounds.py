@@ -73,6 +73,26 @@ def test_an_out_of_bounds_policy_number_is_a_422_naming_the_field_and_bound(
     assert not ToolPolicy.objects.filter(tool__name=known_tool).exists()
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("spend_amount_usd", False),
+        ("threshold", True),
+        ("min_workers", True),
+        ("cooldown_seconds", True),
+    ],
+)
+def test_true_or_false_is_not_a_policy_number(
+    client: Client, operator_token: str, known_tool: str, field: str, value: bool
+) -> None:
+    # Found by the API fuzzer: pydantic reads JSON false as 0 and true as 1, so a spend amount
+    # of false (0 is in bounds: "off") was accepted.
+    response = put_policy(client, operator_token, known_tool, {field: value})
+    assert response.status_code == 422, response.content
+    assert field in response.content.decode()
+    assert not ToolPolicy.objects.filter(tool__name=known_tool).exists()
+
+
 @pytest.mark.parametrize("literal", ["1e999", "Infinity", "NaN", "-Infinity"])
 def test_non_finite_cooldowns_are_422_not_500(
     client: Client, operator_token: str, known_tool: str, literal: str

@@ -5,7 +5,7 @@ finds the linked dashboard user, checks the permission, opens the reason modal (
 needs the press's trigger_id, valid once for 3 s) and records an accepted action as a
 ``SlackAction`` row; Celery does the rest once the row is committed (``perform_slack_action``).
 Anything refused is answered to that user alone (an ephemeral message through ``response_url``)
-and changes nothing. Why: docs/adr/XXXX-slack-presses-answered-fast-done-in-celery.md.
+and changes nothing. Why: docs/adr/0196-slack-presses-verified-answered-fast-done-in-celery.md.
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ def cards_to_resync(*, now: datetime | None = None) -> list[int]:
     """Incidents whose card Slack should show but does not: an open incident with no message
     (or one whose last sync failed), older than ``RESYNC_AFTER_SECONDS``; none outside bot mode.
 
-    A silenced tool's incident is left alone (its card is deliberately not posted).
+    A silenced tool's incident is left alone while the silence lasts (its card is deliberately
+    not posted); once the silence is over, an incident still open gets its card.
     """
     if not bot_mode():
         return []
@@ -120,6 +121,10 @@ def cards_to_resync(*, now: datetime | None = None) -> list[int]:
         .exclude(last_error__startswith="not posted:")
         .filter(attempts__lt=int(settings.SLACK_MAX_ATTEMPTS), incident__opened_at__lte=cutoff)
     )
+    held = SlackIncidentMessage.objects.filter(
+        ts="", last_error__startswith="not posted:", incident__closed_at__isnull=True
+    ).values_list("incident_id", "incident__tool_id")[:RESYNC_BATCH]
     ids = set(unposted.values_list("pk", flat=True)[:RESYNC_BATCH])
     ids |= set(failed.values_list("incident_id", flat=True)[:RESYNC_BATCH])
+    ids |= {pk for pk, tool_id in held if active_silence(tool_id, now=now) is None}
     return sorted(ids)[:RESYNC_BATCH]

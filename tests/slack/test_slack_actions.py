@@ -415,3 +415,28 @@ def test_a_lost_card_sync_is_queued_again_by_the_sweep(
     card = the_card(bot)
     assert color(card) == COLORS[Phase.OPEN]
     wait_for(lambda: cards_to_resync() == [], "the posted card's row to be committed")
+
+
+def test_an_incident_that_outlasts_its_tools_silence_gets_its_card(
+    bot: SlackStandIn, operator: User, settings: Any
+) -> None:
+    from breakers.slack.sync import cards_to_resync, sync_incident_message
+    from breakers.tasks import slack_sweep_cards
+
+    silence = ToolSilence.objects.create(
+        tool=Tool.objects.get_or_create(name="web_search")[0],
+        until=timezone.now() + timedelta(minutes=30),
+        set_by="@ana via Slack",
+    )
+    settings.SLACK_BOT_TOKEN = ""  # the opening's own sync is driven below, not queued
+    incident = opened_incident()
+    settings.SLACK_BOT_TOKEN = "xoxb-breaker-panel-tests"
+    assert sync_incident_message(incident_id=incident.pk).outcome == "silenced"
+    Incident.objects.filter(pk=incident.pk).update(opened_at=timezone.now() - timedelta(seconds=60))
+    assert cards_to_resync() == [], "silenced: held back"
+    ToolSilence.objects.filter(pk=silence.pk).update(until=timezone.now() - timedelta(seconds=1))
+    assert cards_to_resync() == [incident.pk]  # the silence is over, the incident is not
+    assert slack_sweep_cards() == 1
+    card = the_card(bot)
+    assert color(card) == COLORS[Phase.OPEN]
+    wait_for(lambda: cards_to_resync() == [], "the posted card's row to be committed")

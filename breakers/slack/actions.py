@@ -155,13 +155,19 @@ def _press(payload: dict[str, Any]) -> _Press | None:
         return None
     user_id = str(user.get("id") or "")
     team_id = str(user.get("team_id") or (team.get("id") if isinstance(team, dict) else "") or "")
-    if not user_id or not team_id or len(user_id) > 32 or len(team_id) > 32:
+    if not (_slack_id(user_id) and _slack_id(team_id)):
         return None
-    name = str(user.get("username") or user.get("name") or user_id)[:80]
+    name = str(user.get("username") or user.get("name") or user_id)[:80].replace("\x00", "")
     response_url = str(payload.get("response_url") or "")
     return _Press(
         team_id=team_id, user_id=user_id, name=name, response_url=_checked_url(response_url)
     )
+
+
+def _slack_id(value: str) -> bool:
+    """Slack's user and team ids are short and printable (``U0123ABCD``); anything else is not
+    one (and a NUL byte would reach PostgreSQL, which refuses it)."""
+    return 0 < len(value) <= 32 and value.isprintable()
 
 
 def _checked_url(url: str) -> str:

@@ -440,3 +440,21 @@ def test_an_incident_that_outlasts_its_tools_silence_gets_its_card(
     card = the_card(bot)
     assert color(card) == COLORS[Phase.OPEN]
     wait_for(lambda: cards_to_resync() == [], "the posted card's row to be committed")
+
+
+@pytest.mark.parametrize("user_id", ["U0\x00OPERATOR", "U\nOPERATOR", "U" * 33])
+def test_a_user_id_that_is_not_slacks_is_a_400_not_a_database_error(
+    bot: SlackStandIn, operator: User, user_id: str
+) -> None:
+    # A NUL byte reached PostgreSQL (which refuses it) through the link look-up: a 500.
+    incident = opened_incident()
+    the_card(bot)
+    press = {
+        "type": "block_actions",
+        "user": {"id": user_id, "team_id": "T0BREAKERS", "username": "operator"},
+        "actions": [{"action_id": "bp_acknowledge", "value": str(incident.pk)}],
+    }
+    response = post_signed(Client(), form(press))
+    assert response.status_code == 400
+    assert "who pressed" in response.content.decode()
+    assert not SlackAction.objects.exists()

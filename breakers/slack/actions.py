@@ -61,7 +61,6 @@ __all__ = (
     "MODAL_CALLBACK",
     "PERFORM_TASK",
     "RESPOND_TASK",
-    "SYNC_TASK",
     "Reply",
     "handle_interaction",
     "perform_slack_action",
@@ -72,7 +71,6 @@ logger = logging.getLogger(__name__)
 MODAL_CALLBACK = "bp_force_reason"
 PERFORM_TASK = "breakers.slack_perform_action"
 RESPOND_TASK = "breakers.slack_respond"
-SYNC_TASK = "breakers.slack_sync_incident"
 # views.open must answer well inside Slack's 3 s for the whole request.
 MODAL_TIMEOUT_SECONDS = 2.0
 

@@ -22,7 +22,6 @@ from breakers.transports.slack_messages import (
     _header,
     _link,
     _name,
-    _plain_time,
     _safe_url,
     _section,
     _slack_time,
@@ -261,7 +260,3 @@ def build_incident_card(card: IncidentCard) -> SlackMessage:
 def _plain(line: str) -> str:
     """A status line for the notification text: no bold marks, dates as their fallback."""
     return line.replace("*", "") + "."
-
-
-def plain_time(value: datetime) -> str:
-    return _plain_time(value)

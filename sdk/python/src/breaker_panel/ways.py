@@ -23,7 +23,16 @@ from typing import Any
 from breaker_panel.toolsets import filter_tools, tool_names
 from breaker_panel.vocabulary import Way
 
-__all__ = ["DEFAULT_WAYS", "Shape", "Toolset", "Way", "detect_shape", "parse_way", "take_away"]
+__all__ = [
+    "DEFAULT_WAYS",
+    "Shape",
+    "Toolset",
+    "Way",
+    "detect_shape",
+    "integration_way",
+    "parse_way",
+    "take_away",
+]
 
 
 class Shape(StrEnum):
@@ -58,6 +67,13 @@ def parse_way(way: Way | str | None) -> Way | None:
         return Way(way)
     except ValueError:
         raise ValueError(f"way must be one of {[w.value for w in Way]}, got {way!r:.50}") from None
+
+
+def integration_way(way: Way | str) -> Way:
+    """`remove` or `refuse`, for an integration that cannot send the provider's allowed-tools
+    list: `restrict` falls back to `refuse` (the array stays, so the cache does too)."""
+    chosen = parse_way(way) or Way.REMOVE
+    return Way.REFUSE if chosen is Way.RESTRICT else chosen
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from breaker_panel.classify import ToolFailure
 from breaker_panel.integrations import DidNotEnable
 from breaker_panel.integrations._runs import Breaker, Price, RunHandle, now, run_factory
 from breaker_panel.vocabulary import Way
-from breaker_panel.ways import parse_way
+from breaker_panel.ways import integration_way
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState
@@ -73,8 +73,7 @@ class BreakerMiddleware(AgentMiddleware[BreakerState, Any, Any]):
         way: Way | str = Way.REMOVE,
     ) -> None:
         super().__init__()
-        chosen = parse_way(way) or Way.REMOVE
-        self.way = Way.REFUSE if chosen is Way.RESTRICT else chosen
+        self.way = integration_way(way)
         self._start = run_factory(breaker, agent=agent, price=price)
         self.handle_errors = handle_errors
         self._runs: dict[str, RunHandle] = {}

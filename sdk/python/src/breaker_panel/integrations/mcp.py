@@ -34,7 +34,7 @@ from breaker_panel.core import FailureInfo
 from breaker_panel.notice import Removal
 from breaker_panel.per_call import FleetBreakers, LocalBreakers
 from breaker_panel.vocabulary import Way
-from breaker_panel.ways import parse_way
+from breaker_panel.ways import integration_way
 from breaker_panel.worker import WorkerBreakers
 
 __all__ = [
@@ -299,8 +299,7 @@ class GuardedSession:
         way: Way | str = Way.REMOVE,
     ) -> None:
         self.session = session
-        chosen = parse_way(way) or Way.REMOVE
-        self.way = Way.REFUSE if chosen is Way.RESTRICT else chosen
+        self.way = integration_way(way)
         self.classifier = classifier or McpClassifier()
         self.last_failure: FailureInfo | None = None
         self._per_call: LocalBreakers | FleetBreakers | None = None

@@ -41,7 +41,7 @@ from typing import Any
 from breaker_panel.integrations import DidNotEnable
 from breaker_panel.integrations._runs import Breaker, Price, RunHandle, now, run_factory
 from breaker_panel.vocabulary import Way
-from breaker_panel.ways import parse_way
+from breaker_panel.ways import integration_way
 
 try:
     from agents import Agent, AgentHooks, FunctionTool, Model, ModelResponse
@@ -119,7 +119,7 @@ class BreakerModel(Model):
     notice, records usage."""
 
     def __init__(self, inner: Model | str | None, *, way: Way | str = Way.REMOVE) -> None:
-        self.way = _integration_way(way)
+        self.way = integration_way(way)  # no allowed_tools in ModelSettings
         self._inner = inner
         self._resolved: Model | None = inner if isinstance(inner, Model) else None
 
@@ -210,12 +210,6 @@ class BreakerModel(Model):
     async def close(self) -> None:
         if self._resolved is not None:
             await self._resolved.close()
-
-
-def _integration_way(way: Way | str) -> Way:
-    """remove or refuse; restrict falls back to refuse (no allowed_tools in ModelSettings)."""
-    chosen = parse_way(way) or Way.REMOVE
-    return Way.REFUSE if chosen is Way.RESTRICT else chosen
 
 
 def _constrain(

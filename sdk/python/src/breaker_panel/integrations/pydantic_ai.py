@@ -34,7 +34,7 @@ from breaker_panel.classify import ToolFailure
 from breaker_panel.integrations import DidNotEnable
 from breaker_panel.integrations._runs import Breaker, Price, RunHandle, now, run_factory
 from breaker_panel.vocabulary import Way
-from breaker_panel.ways import parse_way
+from breaker_panel.ways import integration_way
 
 try:
     from pydantic_ai import RunContext
@@ -69,8 +69,7 @@ class BreakerCapability(AbstractCapability[Any]):
         self._start = start
         self.handle_errors = handle_errors
         self.handle = handle  # None on the agent's own instance: runs get a copy with one
-        chosen = parse_way(way) or Way.REMOVE
-        self.way = Way.REFUSE if chosen is Way.RESTRICT else chosen
+        self.way = integration_way(way)
 
     async def for_run(self, ctx: RunContext[Any]) -> BreakerCapability:
         return BreakerCapability(

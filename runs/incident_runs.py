@@ -15,6 +15,7 @@ from decimal import Decimal
 from django.db.models import Count, Q, QuerySet, Sum
 
 from runs.models import (
+    FAILED_OUTCOMES,
     BreakerState,
     CostSource,
     ModelCall,
@@ -88,7 +89,7 @@ def incident_measures(*, tool: str, start: datetime, end: datetime) -> IncidentM
         n=Count("id"),
         vendor=Count("id", filter=reached),
         attempts=Sum("attempts", filter=reached),
-        failures=Count("id", filter=Q(outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED))),
+        failures=Count("id", filter=Q(outcome__in=FAILED_OUTCOMES)),
         blocked=Count("id", filter=Q(outcome=Outcome.BLOCKED)),
     )
     return IncidentMeasures(

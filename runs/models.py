@@ -230,6 +230,10 @@ class Outcome(models.TextChoices):
     BLOCKED = sdk.Outcome.BLOCKED.value
 
 
+# The outcomes the consecutive-failure rule counts: a call that found the tool failing.
+FAILED_OUTCOMES = (Outcome.RETRYABLE, Outcome.DEGRADED)
+
+
 class ToolCall(models.Model):
     """One exhausted tool call: however many HTTP attempts it made, it is one event."""
 

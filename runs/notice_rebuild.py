@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from breaker_panel import Scope, ToolBreaker
 from breaker_panel.notice import Removal, SemanticStrike, render_notice
-from runs.models import BreakerState, Outcome, ReportedTransition, ToolCall
+from runs.models import FAILED_OUTCOMES, BreakerState, Outcome, ReportedTransition, ToolCall
 
 REMOVING_STATES = frozenset({BreakerState.OPEN, BreakerState.FORCED_OPEN})
 
@@ -35,7 +35,7 @@ class NoticeReplay:
             previous = self.strikes.get(call.tool)
             count = (previous.count if previous else 0) + 1  # counted past the cap, as the SDK
             self.strikes[call.tool] = SemanticStrike(call.tool, count, call.error)
-        elif call.outcome in (Outcome.RETRYABLE, Outcome.DEGRADED):
+        elif call.outcome in FAILED_OUTCOMES:
             self.last_errors[call.tool] = call.error
 
     def transition(self, transition: ReportedTransition) -> None:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol
 from django.db.models import Avg, Case, CharField, Count, Exists, OuterRef, Q, QuerySet, Value, When
 
 from runs.incident_runs import runs_affected
-from runs.models import BreakerState, Outcome, ReportedTransition, Run, ToolCall
+from runs.models import FAILED_OUTCOMES, BreakerState, Outcome, ReportedTransition, Run, ToolCall
 
 # What a run met when it reached for the broken tool (the rules: this module's ``met_case``).
 MET_HEALTHY = "healthy tool"
@@ -130,7 +130,7 @@ def met_case(tool: str) -> Case:
         When(Exists(calls.filter(outcome=Outcome.BLOCKED)), then=Value(MET_REFUSED_FAST)),
         When(Exists(removed), then=Value(MET_TOOL_REMOVED)),
         When(
-            Exists(calls.filter(outcome__in=(Outcome.RETRYABLE, Outcome.DEGRADED))),
+            Exists(calls.filter(outcome__in=FAILED_OUTCOMES)),
             then=Value(MET_FAILED_THROUGH),
         ),
         default=Value(MET_HEALTHY),

@@ -35,6 +35,7 @@ from django.db.models import (
 
 from runs.incident_runs import runs_affected
 from runs.models import (
+    FAILED_OUTCOMES,
     BreakerState,
     CostSource,
     ModelCall,
@@ -137,7 +138,7 @@ def outage_ledger(
     runs = _classified(runs_affected(tool=tool, start=start, end=end), tool, start, end)
     rows = _category_sums(runs)
     last_failure = ToolCall.objects.filter(
-        tool=tool, outcome=Outcome.RETRYABLE, ts__gte=start, ts__lt=end
+        tool=tool, outcome__in=FAILED_OUTCOMES, ts__gte=start, ts__lt=end
     ).aggregate(at=Max("ts"))["at"]
     if failures_seen_until is not None and (
         last_failure is None or failures_seen_until > last_failure
@@ -175,7 +176,7 @@ def outage_ledger(
 
 def _classified(runs: QuerySet[Run], tool: str, start: datetime, end: datetime) -> QuerySet[Any]:
     failed = ToolCall.objects.filter(
-        run=OuterRef("pk"), tool=tool, outcome=Outcome.RETRYABLE, ts__gte=start, ts__lt=end
+        run=OuterRef("pk"), tool=tool, outcome__in=FAILED_OUTCOMES, ts__gte=start, ts__lt=end
     )
     removed = ReportedTransition.objects.filter(
         run=OuterRef("pk"), tool=tool, state=BreakerState.OPEN

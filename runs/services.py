@@ -302,16 +302,16 @@ class _FleetWho:
         )
 
     def model_call(
-        self, event: ModelCallEvent, *, dedupe_id: str, run_key: str
+        self, event: ModelCallEvent, *, cost: Decimal, dedupe_id: str, run_key: str
     ) -> AcceptedModelCall:
-        """``event`` as the fleet's spend rule takes it, at the cost it was stored with (the
-        reported one, or the table's; an unknown price counts 0, as in the run's spend)."""
+        """``event`` as the fleet's spend rule takes it, at ``cost``, the one it was stored with
+        (the reported one, or the table's; an unknown price counts 0, as in the run's spend)."""
         return AcceptedModelCall(
             event_id=event.id,
             ts=event.ts,
             voter=self.voter,
             run_key=run_key,
-            cost_usd=float(_priced_call(event).cost),
+            cost_usd=float(cost),
             dedupe_id=dedupe_id,
         )
 
@@ -346,7 +346,8 @@ def _resent_calls(
         if isinstance(event, ToolCallEvent):
             tools.append(who.tool_call(event, dedupe_id=key, run_key=run_key, resent=True))
         else:
-            models.append(who.model_call(event, dedupe_id=key, run_key=run_key))
+            cost = _priced_call(event).cost
+            models.append(who.model_call(event, cost=cost, dedupe_id=key, run_key=run_key))
     return tools, models
 
 
@@ -501,6 +502,7 @@ def _add(
         plan.model_calls.append(
             who.model_call(
                 event,
+                cost=call.cost,
                 dedupe_id=plan.ledger_prefix + event.id,
                 run_key=plan.ledger_prefix + ref.run_id,
             )

@@ -370,3 +370,31 @@ class OutageReplay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.mode} replay #{self.pk}"
+
+
+class WaysReplay(models.Model):
+    """One ``replay_ways`` invocation (issue 26): the outage replayed with prompt caching on, per
+    provider shape, mode and way of taking the tool away.
+
+    ``rows`` grows by one play at a time as each finishes, so a stopped command leaves the plays
+    it finished; ``complete`` is set only once every planned play (``planned``, as
+    ``[provider, mode, way]``) was played. ``assumptions`` are the scripted model's, as the
+    command printed them; ``verdicts`` are ``cheapest_ways`` over the rows so far.
+    """
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    speed = models.FloatField()
+    scenario = models.JSONField(default=dict)
+    assumptions = models.JSONField(default=list)
+    planned = models.JSONField(default=list)
+    rows = models.JSONField(default=list)
+    verdicts = models.JSONField(default=dict)
+    complete = models.BooleanField(default=False)
+    interrupted_by = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-started_at"], name="ways_replay_started_idx")]
+
+    def __str__(self) -> str:
+        return f"ways replay #{self.pk}"

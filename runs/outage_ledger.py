@@ -8,12 +8,14 @@ otherwise extrapolated from the cost of each model call by its step to the runs'
 (docs/adr/0204-outage-ledger-estimator.md). Runs hidden after the last failure anyone saw may
 have met a vendor that was already back: they count at a healthy run's spend in the point
 estimate and the low end, at a failing run's in the high end. A handful of aggregate queries,
-however many runs the incident touched.
+however many runs the incident touched, and as many for any number of incidents
+(``outage_ledgers``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -24,6 +26,7 @@ from django.db.models import (
     Count,
     Exists,
     F,
+    IntegerField,
     Max,
     Min,
     OuterRef,
@@ -31,6 +34,7 @@ from django.db.models import (
     QuerySet,
     StdDev,
     Sum,
+    Value,
 )
 
 from runs.incident_runs import runs_affected
@@ -45,7 +49,14 @@ from runs.models import (
     ToolCall,
 )
 
-__all__ = ("MIN_MEASURED_RUNS", "FailingRunCost", "OutageLedger", "outage_ledger")
+__all__ = (
+    "MIN_MEASURED_RUNS",
+    "FailingRunCost",
+    "LedgerWindow",
+    "OutageLedger",
+    "outage_ledger",
+    "outage_ledgers",
+)
 
 # Runs that met the failure and kept the tool to their end, below which their mean is too
 # uncertain to stand for every hidden run; the step extrapolation is used instead.
@@ -124,6 +135,17 @@ class OutageLedger:
         return " ".join(parts)
 
 
+@dataclass(frozen=True)
+class LedgerWindow:
+    """One ledger to compute (``outage_ledger``'s arguments)."""
+
+    tool: str
+    start: datetime
+    end: datetime
+    baseline_start: datetime | None = None
+    failures_seen_until: datetime | None = None
+
+
 def outage_ledger(
     *,
     tool: str,
@@ -135,43 +157,112 @@ def outage_ledger(
     """The ledger of ``tool`` over [start, end): ``start`` is the first failure of the streak
     (or the opening), ``baseline_start`` where healthy runs are looked for (before ``start``),
     ``failures_seen_until`` a failure seen outside the runs (a failed probe), if later."""
-    runs = _classified(runs_affected(tool=tool, start=start, end=end), tool, start, end)
-    rows = _category_sums(runs)
-    last_failure = ToolCall.objects.filter(
-        tool=tool, outcome__in=FAILED_OUTCOMES, ts__gte=start, ts__lt=end
-    ).aggregate(at=Max("ts"))["at"]
-    if failures_seen_until is not None and (
-        last_failure is None or failures_seen_until > last_failure
-    ):
-        last_failure = min(failures_seen_until, end)
-    back_by = end
-    if last_failure is not None:
-        first_success = ToolCall.objects.filter(
-            tool=tool, outcome=Outcome.SUCCESS, ts__gt=last_failure, ts__lt=end
-        ).aggregate(at=Min("ts"))["at"]
-        back_by = first_success or end
-    uncertain = _uncertain_sums(runs, last_failure, back_by)
-    failing = failing_run_cost(runs=runs, tool=tool, start=baseline_start or start, end=end)
-    healthy = _healthy_mean(tool=tool, start=baseline_start, end=start)
-    estimate = _estimate(rows, uncertain, failing, healthy)
-    return OutageLedger(
-        start=start,
-        end=end,
-        discovery_runs=rows["d_n"],
-        discovery_spend_usd=rows["d_spend"] or Decimal(0),
-        discovery_duration_s=(rows["d_ms"] or 0) / 1000,
-        hidden_runs=rows["h_n"],
-        hidden_spend_usd=rows["h_spend"] or Decimal(0),
-        unfinished_runs=rows["unfinished"],
-        unpriced_calls=rows["unpriced"] or 0,
-        failures_seen_until=last_failure,
-        uncertain_runs=uncertain["n"],
-        failing_run=failing,
-        healthy_run_usd=healthy,
-        avoided_usd=estimate[0] if estimate else None,
-        avoided_low_usd=estimate[1] if estimate else None,
-        avoided_high_usd=estimate[2] if estimate else None,
+    window = LedgerWindow(tool, start, end, baseline_start, failures_seen_until)
+    return outage_ledgers([window])[0]
+
+
+def outage_ledgers(windows: Sequence[LedgerWindow]) -> list[OutageLedger]:
+    """The ledgers of many windows, each exactly as ``outage_ledger`` computes it, in a bounded
+    number of queries however many windows there are: each step runs every window's own query
+    as one ``UNION ALL`` (``_per_window``)."""
+    if not windows:
+        return []
+    runs = [
+        _classified(runs_affected(tool=w.tool, start=w.start, end=w.end), w.tool, w.start, w.end)
+        for w in windows
+    ]
+    sums = _one_each(
+        {i: _tagged(r, i).annotate(**_CATEGORY_SUMS) for i, r in enumerate(runs)},
+        _CATEGORY_SUMS,
     )
+    failures = _one_each(
+        {
+            i: _tagged(
+                ToolCall.objects.filter(
+                    tool=w.tool, outcome__in=FAILED_OUTCOMES, ts__gte=w.start, ts__lt=w.end
+                ),
+                i,
+            ).annotate(at=Max("ts"))
+            for i, w in enumerate(windows)
+        },
+        ("at",),
+    )
+    last_failures: list[datetime | None] = []
+    for i, w in enumerate(windows):
+        last = failures[i]["at"]
+        seen = w.failures_seen_until
+        if seen is not None and (last is None or seen > last):
+            last = min(seen, w.end)
+        last_failures.append(last)
+    successes = _one_each(
+        {
+            i: _tagged(
+                ToolCall.objects.filter(
+                    tool=w.tool, outcome=Outcome.SUCCESS, ts__gt=last_failures[i], ts__lt=w.end
+                ),
+                i,
+            ).annotate(at=Min("ts"))
+            for i, w in enumerate(windows)
+            if last_failures[i] is not None
+        },
+        ("at",),
+    )
+    back_by = [successes.get(i, {}).get("at") or w.end for i, w in enumerate(windows)]
+    uncertain = _uncertain_sums(runs, last_failures, back_by)
+    failing = _failing_run_costs(runs, windows)
+    healthy = _healthy_means(windows)
+    ledgers = []
+    for i, w in enumerate(windows):
+        rows = sums[i]
+        estimate = _estimate(rows, uncertain[i], failing[i], healthy[i])
+        ledgers.append(
+            OutageLedger(
+                start=w.start,
+                end=w.end,
+                discovery_runs=rows["d_n"],
+                discovery_spend_usd=rows["d_spend"] or Decimal(0),
+                discovery_duration_s=(rows["d_ms"] or 0) / 1000,
+                hidden_runs=rows["h_n"],
+                hidden_spend_usd=rows["h_spend"] or Decimal(0),
+                unfinished_runs=rows["unfinished"],
+                unpriced_calls=rows["unpriced"] or 0,
+                failures_seen_until=last_failures[i],
+                uncertain_runs=uncertain[i]["n"],
+                failing_run=failing[i],
+                healthy_run_usd=healthy[i],
+                avoided_usd=estimate[0] if estimate else None,
+                avoided_low_usd=estimate[1] if estimate else None,
+                avoided_high_usd=estimate[2] if estimate else None,
+            )
+        )
+    return ledgers
+
+
+def _tagged(queryset: QuerySet[Any], index: int) -> QuerySet[Any]:
+    """``queryset`` grouped by nothing but a constant, its window's index: aggregates annotated
+    next are the whole queryset's, as ``aggregate()`` would compute them."""
+    return queryset.annotate(window=Value(index, output_field=IntegerField())).values("window")
+
+
+def _per_window(parts: Mapping[int, QuerySet[Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Every window's query (``values()`` rows, tagged with ``window``) as one ``UNION ALL``;
+    the rows, by window."""
+    rows: dict[int, list[dict[str, Any]]] = {i: [] for i in parts}
+    if not parts:
+        return rows
+    first, *others = parts.values()
+    combined = first.union(*others, all=True) if others else first
+    for row in combined:
+        rows[row["window"]].append(row)
+    return rows
+
+
+def _one_each(
+    parts: Mapping[int, QuerySet[Any]], names: Sequence[str] | Mapping[str, Any]
+) -> dict[int, dict[str, Any]]:
+    """Aggregate-only queries: one row per window (a row of Nones should a database give none)."""
+    blank = dict.fromkeys(names)
+    return {i: (found[0] if found else blank) for i, found in _per_window(parts).items()}
 
 
 def _classified(runs: QuerySet[Run], tool: str, start: datetime, end: datetime) -> QuerySet[Any]:
@@ -188,95 +279,168 @@ def _classified(runs: QuerySet[Run], tool: str, start: datetime, end: datetime) 
 _FINISHED = Q(duration_ms__isnull=False)
 _DISCOVERY = Q(hit=True)
 _HIDDEN = Q(hit=False, lost=True)
-
-
-def _category_sums(runs: QuerySet[Any]) -> dict[str, Any]:
-    relieved = _DISCOVERY & Q(lost=True) & _FINISHED
-    kept = _DISCOVERY & Q(lost=False) & _FINISHED
-    return runs.aggregate(
-        d_n=Count("pk", filter=_DISCOVERY),
-        d_spend=Sum("model_spend_usd", filter=_DISCOVERY),
-        d_ms=Sum("duration_ms", filter=_DISCOVERY & _FINISHED),
-        h_n=Count("pk", filter=_HIDDEN),
-        h_spend=Sum("model_spend_usd", filter=_HIDDEN),
-        # What the estimate adds up: finished runs only.
-        r_n=Count("pk", filter=relieved),
-        r_spend=Sum("model_spend_usd", filter=relieved),
-        k_n=Count("pk", filter=kept),
-        hf_n=Count("pk", filter=_HIDDEN & _FINISHED),
-        hf_spend=Sum("model_spend_usd", filter=_HIDDEN & _FINISHED),
-        unfinished=Count("pk", filter=(_DISCOVERY | _HIDDEN) & ~_FINISHED),
-        unpriced=Sum("unpriced_calls", filter=_DISCOVERY | _HIDDEN),
-    )
+_RELIEVED = _DISCOVERY & Q(lost=True) & _FINISHED
+_KEPT = _DISCOVERY & Q(lost=False) & _FINISHED
+_CATEGORY_SUMS: dict[str, Any] = {
+    "d_n": Count("pk", filter=_DISCOVERY),
+    "d_spend": Sum("model_spend_usd", filter=_DISCOVERY),
+    "d_ms": Sum("duration_ms", filter=_DISCOVERY & _FINISHED),
+    "h_n": Count("pk", filter=_HIDDEN),
+    "h_spend": Sum("model_spend_usd", filter=_HIDDEN),
+    # What the estimate adds up: finished runs only.
+    "r_n": Count("pk", filter=_RELIEVED),
+    "r_spend": Sum("model_spend_usd", filter=_RELIEVED),
+    "k_n": Count("pk", filter=_KEPT),
+    "hf_n": Count("pk", filter=_HIDDEN & _FINISHED),
+    "hf_spend": Sum("model_spend_usd", filter=_HIDDEN & _FINISHED),
+    "unfinished": Count("pk", filter=(_DISCOVERY | _HIDDEN) & ~_FINISHED),
+    "unpriced": Sum("unpriced_calls", filter=_DISCOVERY | _HIDDEN),
+}
 
 
 def _uncertain_sums(
-    runs: QuerySet[Any], last_failure: datetime | None, back_by: datetime
-) -> dict[str, Any]:
-    """Finished hidden runs that started after the last failure seen, and how likely the vendor
-    was still down at each one's start: the vendor came back at some moment between the last
-    failure and ``back_by`` (the first success seen, or the end), each as likely as the other,
-    so a run that started a third of the way in met it still down with odds of two in three."""
-    if last_failure is None:
-        return {"n": 0, "spend": Decimal(0), "down": 0.0}
-    after = _HIDDEN & _FINISHED & Q(started_at__gt=last_failure)
-    row = runs.aggregate(n=Count("pk", filter=after), spend=Sum("model_spend_usd", filter=after))
-    span = (back_by - last_failure).total_seconds()
-    down = 0.0
-    if span > 0:
-        starts = runs.filter(after, started_at__lt=back_by).values_list("started_at", flat=True)
-        down = sum((back_by - started).total_seconds() / span for started in starts.iterator())
-    return {"n": row["n"], "spend": row["spend"] or Decimal(0), "down": down}
-
-
-def _healthy_mean(*, tool: str, start: datetime | None, end: datetime) -> float | None:
-    """Mean spend of the finished runs that used the tool without a failure before ``end``."""
-    if start is None or start >= end:
-        return None
-    runs = _classified(runs_affected(tool=tool, start=start, end=end), tool, start, end)
-    healthy = runs.filter(Q(hit=False, lost=False, duration_ms__isnull=False, finished_at__lt=end))
-    mean = healthy.aggregate(mean=Avg("model_spend_usd"))["mean"]
-    return None if mean is None else float(mean)
-
-
-def failing_run_cost(
-    *, runs: QuerySet[Any], tool: str, start: datetime, end: datetime
-) -> FailingRunCost:
-    """What a run that meets the failing tool and keeps it would spend (see the module doc)."""
-    kept = runs.filter(_DISCOVERY & Q(lost=False) & _FINISHED)
-    row = kept.aggregate(
-        n=Count("pk"), mean=Avg("model_spend_usd"), sd=StdDev("model_spend_usd", sample=True)
+    runs: Sequence[QuerySet[Any]],
+    last_failures: Sequence[datetime | None],
+    back_by: Sequence[datetime],
+) -> list[dict[str, Any]]:
+    """Per window: finished hidden runs that started after the last failure seen, and how likely
+    the vendor was still down at each one's start: the vendor came back at some moment between
+    the last failure and ``back_by`` (the first success seen, or the end), each as likely as the
+    other, so a run that started a third of the way in met it still down with odds of two in
+    three."""
+    after = {
+        i: _HIDDEN & _FINISHED & Q(started_at__gt=last)
+        for i, last in enumerate(last_failures)
+        if last is not None
+    }
+    sums = _one_each(
+        {
+            i: _tagged(runs[i], i).annotate(
+                n=Count("pk", filter=q), spend=Sum("model_spend_usd", filter=q)
+            )
+            for i, q in after.items()
+        },
+        ("n", "spend"),
     )
-    if row["n"] >= MIN_MEASURED_RUNS:
-        mean, sd, n = float(row["mean"]), float(row["sd"] or 0), row["n"]
-        margin = _Z95 * sd / math.sqrt(n)
-        return FailingRunCost(
-            mean,
-            max(0.0, mean - margin),
-            mean + margin,
-            "measured",
-            f"measured: the mean of the {n} runs that met the failure and kept the tool to "
-            f"their end, ${mean:,.4f}, with its 95% interval",
+    starts = _per_window(
+        {
+            i: runs[i]
+            .filter(q, started_at__lt=back_by[i])
+            .annotate(window=Value(i, output_field=IntegerField()))
+            .values("window", "started_at")
+            for i, q in after.items()
+        }
+    )
+    result = []
+    for i, last in enumerate(last_failures):
+        if last is None:
+            result.append({"n": 0, "spend": Decimal(0), "down": 0.0})
+            continue
+        span = (back_by[i] - last).total_seconds()
+        down = 0.0
+        if span > 0:
+            down = sum((back_by[i] - row["started_at"]).total_seconds() / span for row in starts[i])
+        row = sums[i]
+        result.append({"n": row["n"] or 0, "spend": row["spend"] or Decimal(0), "down": down})
+    return result
+
+
+def _healthy_means(windows: Sequence[LedgerWindow]) -> list[float | None]:
+    """Per window: mean spend of the finished runs that used the tool without a failure before
+    its start, from its ``baseline_start``."""
+    parts = {}
+    for i, w in enumerate(windows):
+        if w.baseline_start is None or w.baseline_start >= w.start:
+            continue
+        runs = _classified(
+            runs_affected(tool=w.tool, start=w.baseline_start, end=w.start),
+            w.tool,
+            w.baseline_start,
+            w.start,
         )
-    return _extrapolated(tool=tool, start=start, end=end, runs=runs)
+        healthy = runs.filter(
+            Q(hit=False, lost=False, duration_ms__isnull=False, finished_at__lt=w.start)
+        )
+        parts[i] = _tagged(healthy, i).annotate(mean=Avg("model_spend_usd"))
+    means = _one_each(parts, ("mean",))
+    return [
+        None if means.get(i, {}).get("mean") is None else float(means[i]["mean"])
+        for i in range(len(windows))
+    ]
+
+
+def _failing_run_costs(
+    runs: Sequence[QuerySet[Any]], windows: Sequence[LedgerWindow]
+) -> list[FailingRunCost]:
+    """Per window: what a run that meets the failing tool and keeps it would spend (see the
+    module doc); measured where at least ``MIN_MEASURED_RUNS`` such runs finished."""
+    kept = _one_each(
+        {
+            i: _tagged(r.filter(_KEPT), i).annotate(
+                n=Count("pk"),
+                mean=Avg("model_spend_usd"),
+                sd=StdDev("model_spend_usd", sample=True),
+            )
+            for i, r in enumerate(runs)
+        },
+        ("n", "mean", "sd"),
+    )
+    costs: dict[int, FailingRunCost] = {}
+    for i in range(len(windows)):
+        row = kept[i]
+        if (row["n"] or 0) >= MIN_MEASURED_RUNS:
+            mean, sd, n = float(row["mean"]), float(row["sd"] or 0), row["n"]
+            margin = _Z95 * sd / math.sqrt(n)
+            costs[i] = FailingRunCost(
+                mean,
+                max(0.0, mean - margin),
+                mean + margin,
+                "measured",
+                f"measured: the mean of the {n} runs that met the failure and kept the tool to "
+                f"their end, ${mean:,.4f}, with its 95% interval",
+            )
+    rest = [i for i in range(len(windows)) if i not in costs]
+    costs.update(_extrapolated(runs, windows, rest))
+    return [costs[i] for i in range(len(windows))]
 
 
 def _extrapolated(
-    *, tool: str, start: datetime, end: datetime, runs: QuerySet[Any]
-) -> FailingRunCost:
+    runs: Sequence[QuerySet[Any]], windows: Sequence[LedgerWindow], which: Sequence[int]
+) -> dict[int, FailingRunCost]:
     """A failing run uses its whole step budget (the runs' most common one; else the most steps
     any of them took): each step's model call priced by a straight-line fit of cost on step over
     the model calls of the runs that reached for the tool, since context grows step by step. The
     low end assumes the context stops growing past the last step seen."""
-    reaching = runs_affected(tool=tool, start=start, end=end).values("pk")
-    per_step = list(
-        ModelCall.objects.filter(run_id__in=reaching, step__isnull=False, step__lte=MAX_FIT_STEP)
-        .exclude(cost_source=CostSource.UNKNOWN)
-        .values("step")
-        .annotate(n=Count("pk"), mean=Avg("cost_usd"))
-        .order_by("step")
+    per_step = _per_window(
+        {
+            i: ModelCall.objects.filter(
+                run_id__in=runs_affected(
+                    tool=windows[i].tool,
+                    start=windows[i].baseline_start or windows[i].start,
+                    end=windows[i].end,
+                ).values("pk"),
+                step__isnull=False,
+                step__lte=MAX_FIT_STEP,
+            )
+            .exclude(cost_source=CostSource.UNKNOWN)
+            .annotate(window=Value(i, output_field=IntegerField()))
+            .values("window", "step")
+            .annotate(n=Count("pk"), mean=Avg("cost_usd"))
+            for i in which
+        }
     )
-    budget, budget_source = _step_budget(runs)
+    budgets = _step_budgets(runs, which)
+    costs = {}
+    for i in which:
+        steps = sorted(per_step[i], key=lambda row: row["step"])
+        budget, budget_source = budgets[i]
+        costs[i] = _fitted(steps, budget, budget_source)
+    return costs
+
+
+def _fitted(
+    per_step: Sequence[Mapping[str, Any]], budget: int | None, source: str
+) -> FailingRunCost:
     if not per_step or budget is None:
         return FailingRunCost(
             0.0, 0.0, 0.0, "none", "no estimate: no priced model calls by step, or no step budget"
@@ -296,27 +460,51 @@ def _extrapolated(
         low,
         high,
         "extrapolated",
-        f"extrapolated: {budget} model calls ({budget_source}) at ${intercept:,.5f} + "
+        f"extrapolated: {budget} model calls ({source}) at ${intercept:,.5f} + "
         f"${slope:,.5f} per step (a fit over {sum(int(n) for _, _, n in points):,} priced calls "
         f"up to step {last_seen}) = ${point:,.4f}; the low end holds each call past step "
         f"{last_seen} at that step's cost",
     )
 
 
-def _step_budget(runs: QuerySet[Any]) -> tuple[int | None, str]:
-    common = (
-        runs.filter(step_budget__isnull=False)
-        .values("step_budget")
-        .annotate(n=Count("pk"))
-        .order_by("-n", "-step_budget")
-        .first()
+def _step_budgets(
+    runs: Sequence[QuerySet[Any]], which: Sequence[int]
+) -> dict[int, tuple[int | None, str]]:
+    """Per window: the runs' most common step budget (the larger on a tie), else the most model
+    calls a failing run made."""
+    counts = _per_window(
+        {
+            i: runs[i]
+            .filter(step_budget__isnull=False)
+            .annotate(window=Value(i, output_field=IntegerField()))
+            .values("window", "step_budget")
+            .annotate(n=Count("pk"))
+            for i in which
+        }
     )
-    if common is not None:
-        return int(common["step_budget"]), "the runs' step budget"
-    most = runs.filter(_DISCOVERY).aggregate(steps=Max(F("model_calls")))["steps"]
-    if most:
-        return int(most), "no step budget reported: the most model calls a failing run made"
-    return None, ""
+    budgets: dict[int, tuple[int | None, str]] = {}
+    for i in which:
+        if counts[i]:
+            common = max(counts[i], key=lambda row: (row["n"], row["step_budget"]))
+            budgets[i] = int(common["step_budget"]), "the runs' step budget"
+    rest = [i for i in which if i not in budgets]
+    most = _one_each(
+        {
+            i: _tagged(runs[i].filter(_DISCOVERY), i).annotate(steps=Max(F("model_calls")))
+            for i in rest
+        },
+        ("steps",),
+    )
+    for i in rest:
+        steps = most[i]["steps"]
+        if steps:
+            budgets[i] = (
+                int(steps),
+                "no step budget reported: the most model calls a failing run made",
+            )
+        else:
+            budgets[i] = None, ""
+    return budgets
 
 
 def _weighted_line(points: list[tuple[float, float, float]]) -> tuple[float, float]:

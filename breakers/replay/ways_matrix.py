@@ -2,8 +2,9 @@
 OpenAI-shaped model, and the removal modes once per way of taking the tool away (``remove``,
 ``restrict``, ``refuse``). Per play: spend priced with the provider's cache rates, the share of
 input tokens read from the cache before and during the outage, calls of the hidden tool after
-the notice, run duration. Plays are not recorded as ``OutageReplay`` rows: the Outages page
-compares modes of one way, and these are many ways of each mode.
+the notice, run duration. Plays are not recorded as ``OutageReplay`` rows (the Outages page
+compares modes of one way there, and these are many ways of each mode): the command records an
+invocation as one ``WaysReplay`` (``breakers.replay.ways_records``).
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ def play_ways(
     ways: Sequence[str] = REPLAY_WAYS,
     fleet_push: bool = True,
     on_play: Callable[[str, str, str | None], None] | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Play every (provider, mode, way) against the control plane at ``url``; one row each."""
+    """Play every (provider, mode, way) against the control plane at ``url``; one row each,
+    handed to ``on_row`` as soon as its play finishes (the command records it then)."""
     for name, chosen, known in (
         ("provider", providers, PROVIDERS),
         ("mode", modes, MODES),
@@ -106,6 +109,8 @@ def play_ways(
                         provider=provider,
                     )
                 rows.append(_row(result.summary(scenario), provider))
+                if on_row is not None:
+                    on_row(rows[-1])
     return rows
 
 

@@ -26,6 +26,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from breakers.models import Incident
+from breakers.replay.caching import PROVIDERS
 from breakers.replay.outage import (
     SEARCH,
     ReplayBatch,
@@ -266,11 +267,26 @@ class ModeChart:
         return f"mode-{self.replay.pk}"
 
     @property
+    def cached_spend(self) -> dict[str, float | None]:
+        """The outage-window runs' spend priced with each provider's cache rates (way remove),
+        from the replay's summary; {} for replays older than those figures."""
+        caching = ReplayResult.of(self.replay).caching
+        if not caching:
+            return {}
+        return {p: _finite(caching.get(p, {}).get("spend_usd")) for p in PROVIDERS}
+
+    @property
     def status(self) -> str:
         """ "finished", "playing" or "interrupted" (stopped half-played)."""
         if replay_interrupted(self.replay):
             return "interrupted"
         return "finished" if self.replay.finished_at else "playing"
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -282,6 +298,11 @@ class OutageComparison:
     shown: int
     total: int
     note: str | None
+
+    @property
+    def has_caching(self) -> bool:
+        """Whether any mode carries prompt-caching figures (replays older than them do not)."""
+        return any(mode.cached_spend for mode in self.modes)
 
 
 def _replay_headline(

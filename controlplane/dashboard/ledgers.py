@@ -1,9 +1,9 @@
 """The Outages page's outage ledgers: every incident of the last days, replayed or real, summed per
 tool and day, with a figure that keeps time out of the fleet and spend on separate axes.
 
-Each incident's ledger is ``breakers.alerts.ledger.incident_ledger`` (a handful of aggregate
-queries): the newest ``MAX_INCIDENTS`` incidents of the period are read, and the page says when
-there were more.
+Each incident's ledger is ``breakers.alerts.ledger.incident_ledger``'s, all of them computed
+together (``incident_ledgers``: a dozen queries, however many incidents): the newest
+``MAX_INCIDENTS`` incidents of the period are read, and the page says when there were more.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import plotly.graph_objects as go
 from django.utils import timezone
 from plotly.subplots import make_subplots
 
-from breakers.alerts.ledger import incident_ledger
+from breakers.alerts.ledger import incident_ledgers
 from breakers.models import Incident
 from controlplane.dashboard.charts import _base_layout
 
 __all__ = ("LEDGER_DAYS", "MAX_INCIDENTS", "LedgerRow", "LedgerSummary", "ledger_summary")
 
 LEDGER_DAYS = 30
-MAX_INCIDENTS = 30  # about a dozen aggregate queries each
+MAX_INCIDENTS = 30  # each one's queries are a part of the same UNION ALL
 OUT_COLOUR = "#D55E00"  # time out of the fleet: the outage's colour in the other figures
 DISCOVERY_COLOUR = "#E69F00"
 AVOIDED_COLOUR = "#009E73"
@@ -79,9 +79,10 @@ def ledger_summary(*, days: int = LEDGER_DAYS, now: datetime | None = None) -> L
     summary = LedgerSummary(days=days, more=len(incidents) > MAX_INCIDENTS)
     incidents = incidents[:MAX_INCIDENTS]
     rows: dict[tuple[date, str], LedgerRow] = {}
-    for incident in incidents:
-        end = incident.closed_at or now
-        ledger = incident_ledger(incident=incident, end=end)
+    ends = [incident.closed_at or now for incident in incidents]
+    for incident, end, ledger in zip(
+        incidents, ends, incident_ledgers(incidents, ends=ends), strict=True
+    ):
         day = incident.opened_at.astimezone(UTC).date()
         row = rows.setdefault(
             (day, incident.tool.name), LedgerRow(incident.tool.name, incident.tool_id, day)

@@ -71,6 +71,7 @@ from controlplane.dashboard.queries import (
 from controlplane.dashboard.replay_banner import playing_replay
 from controlplane.dashboard.replay_findings import incident_findings, replay_findings
 from controlplane.dashboard.tool_page import tool_page
+from controlplane.dashboard.ways import ways_section
 from runs.cache_rules import cache_rules_for_models
 from runs.models import Run
 
@@ -297,20 +298,33 @@ def replay_banner(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def outages(request: HtmxHttpRequest) -> HttpResponse:
-    """Replays of ``simulate_outage``: each breaker mode's duration and spend, side by side."""
-    raw = request.GET.get("batch", "")
-    if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
-        context = {"nav": "outages", "page": outages_page(compare=False), "error": raw}
+    """Replays of ``simulate_outage``: each breaker mode's duration and spend, side by side; and
+    the newest ``replay_ways`` record: each way of taking the tool away, with prompt caching."""
+    raw, raw_ways = request.GET.get("batch", ""), request.GET.get("ways", "")
+    bad = next((value for value in (raw, raw_ways) if value and not _is_key(value)), None)
+    if bad is not None:
+        context = {"nav": "outages", "page": outages_page(compare=False), "error": bad}
         response = render_page(request, "dashboard/outages.html", context)
         response.status_code = 400
         return response
     try:
         page = outages_page(batch_key=int(raw) if raw else None)
+        ways = ways_section(record_key=int(raw_ways) if raw_ways else None)
     except LookupError as exc:
         raise Http404(str(exc)) from exc
     findings = replay_findings(page.comparison) if page.comparison else None
-    context = {"nav": "outages", "page": page, "findings": findings, "ledgers": ledger_summary()}
+    context = {
+        "nav": "outages",
+        "page": page,
+        "findings": findings,
+        "ledgers": ledger_summary(),
+        "ways": ways,
+    }
     return render_page(request, "dashboard/outages.html", context)
+
+
+def _is_key(raw: str) -> bool:
+    return raw.isascii() and raw.isdigit() and len(raw) <= 18
 
 
 @require_GET

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from breakers.management.commands.simulate_outage import stopped_as_interrupt
 from breakers.replay.outage import (
     MODES,
     REPLAY_WAYS,
@@ -19,9 +20,9 @@ from breakers.replay.outage import (
     assumptions,
     cheapest_ways,
     format_ways_table,
-    play_ways,
     server_settings_warnings,
 )
+from breakers.replay.ways_records import play_and_record_ways
 
 PROVIDERS = ("anthropic", "openai")
 WAYS = REPLAY_WAYS  # remove, restrict, refuse and the SDK's default
@@ -71,15 +72,19 @@ class Command(BaseCommand):
         for warning in server_settings_warnings(speed=options["speed"]):
             self.stderr.write(f"warning: {warning}")
         try:
-            rows = play_ways(
-                scenario=scenario,
-                url=options["url"],
-                speed=options["speed"],
-                providers=chosen["provider"],
-                modes=chosen["mode"],
-                ways=chosen["way"],
-                on_play=lambda p, m, w: self.stdout.write(f"playing {p} {m} {w or ''}".rstrip()),
-            )
+            # SIGTERM raises as Ctrl-C does, so the record is marked interrupted before exiting.
+            with stopped_as_interrupt():
+                record, rows = play_and_record_ways(
+                    scenario=scenario,
+                    url=options["url"],
+                    speed=options["speed"],
+                    providers=chosen["provider"],
+                    modes=chosen["mode"],
+                    ways=chosen["way"],
+                    on_play=lambda p, m, w: self.stdout.write(
+                        f"playing {p} {m} {w or ''}".rstrip()
+                    ),
+                )
         except ReplayError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(format_ways_table(rows))
@@ -87,12 +92,13 @@ class Command(BaseCommand):
         for line in assumptions(scenario):
             self.stdout.write(f"- {line}")
         if options["json"]:
-            record = {
+            figures = {
                 "scenario": {k: str(v) for k, v in asdict(scenario).items()},
                 "speed": options["speed"],
                 "assumptions": assumptions(scenario),
                 "rows": rows,
                 "verdicts": cheapest_ways(rows),
             }
-            options["json"].write_text(json.dumps(record, indent=2))
+            options["json"].write_text(json.dumps(figures, indent=2))
             self.stdout.write(f"wrote {options['json']}")
+        self.stdout.write(f"recorded as ways replay #{record.pk} (the Outages page shows it)")

@@ -18,12 +18,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     Avg,
     Count,
+    DateTimeField,
     Exists,
     F,
     IntegerField,
@@ -32,10 +34,9 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
-    StdDev,
-    Sum,
     Value,
 )
+from django.db.models.functions import Cast
 
 from runs.incident_runs import runs_affected
 from runs.models import (
@@ -171,10 +172,6 @@ def outage_ledgers(windows: Sequence[LedgerWindow]) -> list[OutageLedger]:
         _classified(runs_affected(tool=w.tool, start=w.start, end=w.end), w.tool, w.start, w.end)
         for w in windows
     ]
-    sums = _one_each(
-        {i: _tagged(r, i).annotate(**_CATEGORY_SUMS) for i, r in enumerate(runs)},
-        _CATEGORY_SUMS,
-    )
     failures = _one_each(
         {
             i: _tagged(
@@ -208,8 +205,9 @@ def outage_ledgers(windows: Sequence[LedgerWindow]) -> list[OutageLedger]:
         ("at",),
     )
     back_by = [successes.get(i, {}).get("at") or w.end for i, w in enumerate(windows)]
-    uncertain = _uncertain_sums(runs, last_failures, back_by)
-    failing = _failing_run_costs(runs, windows)
+    sums = _run_sums(runs, last_failures)
+    uncertain = _uncertain_sums(runs, sums, last_failures, back_by)
+    failing = _failing_run_costs(runs, windows, sums)
     healthy = _healthy_means(windows)
     ledgers = []
     for i, w in enumerate(windows):
@@ -279,27 +277,95 @@ def _classified(runs: QuerySet[Run], tool: str, start: datetime, end: datetime) 
 _FINISHED = Q(duration_ms__isnull=False)
 _DISCOVERY = Q(hit=True)
 _HIDDEN = Q(hit=False, lost=True)
-_RELIEVED = _DISCOVERY & Q(lost=True) & _FINISHED
-_KEPT = _DISCOVERY & Q(lost=False) & _FINISHED
-_CATEGORY_SUMS: dict[str, Any] = {
-    "d_n": Count("pk", filter=_DISCOVERY),
-    "d_spend": Sum("model_spend_usd", filter=_DISCOVERY),
-    "d_ms": Sum("duration_ms", filter=_DISCOVERY & _FINISHED),
-    "h_n": Count("pk", filter=_HIDDEN),
-    "h_spend": Sum("model_spend_usd", filter=_HIDDEN),
+
+
+# Per window, over its classified runs as ``_run_sums`` reads them: (SQL aggregate, column,
+# which runs). Discovery: the run hit the failure; hidden: it lost the tool without a failure.
+_D, _H, _F = '"hit"', '(NOT "hit" AND "lost")', '"ms" IS NOT NULL'
+_RUN_SUMS: dict[str, tuple[str, str, str]] = {
+    "d_n": ("COUNT", "1", _D),
+    "d_spend": ("SUM", '"spend"', _D),
+    "d_ms": ("SUM", '"ms"', f"{_D} AND {_F}"),
+    "h_n": ("COUNT", "1", _H),
+    "h_spend": ("SUM", '"spend"', _H),
     # What the estimate adds up: finished runs only.
-    "r_n": Count("pk", filter=_RELIEVED),
-    "r_spend": Sum("model_spend_usd", filter=_RELIEVED),
-    "k_n": Count("pk", filter=_KEPT),
-    "hf_n": Count("pk", filter=_HIDDEN & _FINISHED),
-    "hf_spend": Sum("model_spend_usd", filter=_HIDDEN & _FINISHED),
-    "unfinished": Count("pk", filter=(_DISCOVERY | _HIDDEN) & ~_FINISHED),
-    "unpriced": Sum("unpriced_calls", filter=_DISCOVERY | _HIDDEN),
+    "r_n": ("COUNT", "1", f'{_D} AND "lost" AND {_F}'),
+    "r_spend": ("SUM", '"spend"', f'{_D} AND "lost" AND {_F}'),
+    "k_n": ("COUNT", "1", f'{_D} AND NOT "lost" AND {_F}'),
+    "hf_n": ("COUNT", "1", f"{_H} AND {_F}"),
+    "hf_spend": ("SUM", '"spend"', f"{_H} AND {_F}"),
+    "unfinished": ("COUNT", "1", f"({_D} OR {_H}) AND NOT ({_F})"),
+    "unpriced": ("SUM", '"unpriced_n"', f"{_D} OR {_H}"),
+    # The failing runs measured: those that met the failure and kept the tool to their end.
+    "kept_mean": ("AVG", '"spend"', f'{_D} AND NOT "lost" AND {_F}'),
+    "kept_sd": ("STDDEV_SAMP", '"spend"', f'{_D} AND NOT "lost" AND {_F}'),
+    # Hidden runs that started after the window's last failure seen ("last": per window).
+    "u_n": ("COUNT", "1", f'{_H} AND {_F} AND "started" > "last"'),
+    "u_spend": ("SUM", '"spend"', f'{_H} AND {_F} AND "started" > "last"'),
 }
+_DECIMALS = {"d_spend", "h_spend", "r_spend", "hf_spend", "kept_mean", "u_spend"}
+_INTEGERS = {"d_ms", "unpriced"}
+
+
+def _run_sums(
+    runs: Sequence[QuerySet[Any]], last_failures: Sequence[datetime | None]
+) -> list[dict[str, Any]]:
+    """Per window, the sums over its classified runs (``_RUN_SUMS``): every window's runs as one
+    ``UNION ALL`` (Django's SQL), grouped by window, so each run is classified once (its
+    ``EXISTS`` evaluated once, not once per sum) and the query's size grows only with its parts.
+    The outer query is written here: Django aggregates over a union only into one row, with as
+    many expressions as windows times sums, which it takes seconds to build."""
+    parts = [
+        r.annotate(
+            w=Value(i, output_field=IntegerField()),
+            # Typed even when NULL, so every part of the union agrees on the column's type.
+            last=Cast(Value(last_failures[i]), output_field=DateTimeField()),
+            spend=F("model_spend_usd"),
+            ms=F("duration_ms"),
+            unpriced_n=F("unpriced_calls"),
+            started=F("started_at"),
+        ).values("w", "hit", "lost", "spend", "ms", "unpriced_n", "started", "last")
+        for i, r in enumerate(runs)
+    ]
+    first, *others = parts
+    combined = first.union(*others, all=True) if others else first
+    inner, params = combined.query.sql_with_params()
+    columns = ", ".join(
+        f"{function}(CASE WHEN {which} THEN {value} END) AS {name}"
+        for name, (function, value, which) in _RUN_SUMS.items()
+    )
+    sql = f'SELECT "w", {columns} FROM ({inner}) runs_by_window GROUP BY "w"'
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = {row[0]: dict(zip(_RUN_SUMS, row[1:], strict=True)) for row in cursor.fetchall()}
+    blank = dict.fromkeys(_RUN_SUMS) | {
+        name: 0 for name, spec in _RUN_SUMS.items() if spec[0] == "COUNT"
+    }
+    return [_typed(found.get(i, blank)) for i in range(len(runs))]
+
+
+_SPEND_PLACES = Decimal(1).scaleb(-Run._meta.get_field("model_spend_usd").decimal_places)  # type: ignore[union-attr]
+
+
+def _typed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Raw values as Django reads them: spend as Decimal (SQLite hands back floats), counts and
+    milliseconds as int."""
+    typed = dict(row)
+    for name, value in row.items():
+        if value is None:
+            continue
+        if name in _DECIMALS and not isinstance(value, Decimal):
+            typed[name] = (
+                Context(prec=15).create_decimal_from_float(float(value)).quantize(_SPEND_PLACES)
+            )
+        elif name in _INTEGERS or _RUN_SUMS[name][0] == "COUNT":
+            typed[name] = int(value)
+    return typed
 
 
 def _uncertain_sums(
     runs: Sequence[QuerySet[Any]],
+    sums: Sequence[Mapping[str, Any]],
     last_failures: Sequence[datetime | None],
     back_by: Sequence[datetime],
 ) -> list[dict[str, Any]]:
@@ -313,15 +379,6 @@ def _uncertain_sums(
         for i, last in enumerate(last_failures)
         if last is not None
     }
-    sums = _one_each(
-        {
-            i: _tagged(runs[i], i).annotate(
-                n=Count("pk", filter=q), spend=Sum("model_spend_usd", filter=q)
-            )
-            for i, q in after.items()
-        },
-        ("n", "spend"),
-    )
     starts = _per_window(
         {
             i: runs[i]
@@ -340,8 +397,8 @@ def _uncertain_sums(
         down = 0.0
         if span > 0:
             down = sum((back_by[i] - row["started_at"]).total_seconds() / span for row in starts[i])
-        row = sums[i]
-        result.append({"n": row["n"] or 0, "spend": row["spend"] or Decimal(0), "down": down})
+        n, spend = sums[i]["u_n"], sums[i]["u_spend"]
+        result.append({"n": n or 0, "spend": spend or Decimal(0), "down": down})
     return result
 
 
@@ -370,21 +427,13 @@ def _healthy_means(windows: Sequence[LedgerWindow]) -> list[float | None]:
 
 
 def _failing_run_costs(
-    runs: Sequence[QuerySet[Any]], windows: Sequence[LedgerWindow]
+    runs: Sequence[QuerySet[Any]],
+    windows: Sequence[LedgerWindow],
+    sums: Sequence[Mapping[str, Any]],
 ) -> list[FailingRunCost]:
     """Per window: what a run that meets the failing tool and keeps it would spend (see the
     module doc); measured where at least ``MIN_MEASURED_RUNS`` such runs finished."""
-    kept = _one_each(
-        {
-            i: _tagged(r.filter(_KEPT), i).annotate(
-                n=Count("pk"),
-                mean=Avg("model_spend_usd"),
-                sd=StdDev("model_spend_usd", sample=True),
-            )
-            for i, r in enumerate(runs)
-        },
-        ("n", "mean", "sd"),
-    )
+    kept = [{"n": s["k_n"], "mean": s["kept_mean"], "sd": s["kept_sd"]} for s in sums]
     costs: dict[int, FailingRunCost] = {}
     for i in range(len(windows)):
         row = kept[i]

@@ -5,6 +5,7 @@ finishes, marked when the command stops half-played, read back newest first
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
@@ -72,7 +73,11 @@ def play_and_record_ways(
 
 
 def _add_row(record: WaysReplay, row: Mapping[str, Any]) -> None:
-    record.rows = [*record.rows, json.loads(json.dumps(row, default=str))]
+    # JSON has no NaN or infinity (PostgreSQL refuses them): a figure that is not one is None.
+    finite = {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()
+    }
+    record.rows = [*record.rows, json.loads(json.dumps(finite, default=str))]
     record.verdicts = cheapest_ways(record.rows)
     record.save(update_fields=["rows", "verdicts"])
 

@@ -18,8 +18,18 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
+
 from breakers.models import Incident
-from runs.models import ModelCall, OutageReplay, ReportedTransition, Run, ToolCall, Worker
+from runs.models import (
+    ModelCall,
+    OutageReplay,
+    ReportedTransition,
+    Run,
+    ToolCall,
+    WaysReplay,
+    Worker,
+)
 from tests.dashboard.factories import T0, make_incident, make_tool
 
 TOOL = "web_search"
@@ -259,4 +269,73 @@ def make_incident_story(
         opened_at=opened_at,
         closed_at=closed_at,
         cause={"consecutive": 5, "workers": {"news-worker-1": 3, "news-worker-2": 2}},
+    )
+
+
+def ways_row(
+    provider: str, mode: str, way: str | None, *, spend: float, kept: float | None, **fields: Any
+) -> dict[str, Any]:
+    """One play of ``replay_ways`` as the command stores it."""
+    row: dict[str, Any] = {
+        "provider": provider,
+        "mode": mode,
+        "way": way,
+        "runs": 340,
+        "model_calls": 3400,
+        "spend_usd": spend,
+        "spend_uncached_usd": spend * 2.5,
+        "cached_share_pre_outage": 0.8,
+        "cached_share_outage": None if kept is None else 0.8 * kept,
+        "cached_share_kept": kept,
+        "cache_write_tokens": 1_234_567,
+        "hidden_tool_calls": 0 if way in {"remove", "restrict"} else 42,
+        "mean_run_duration_s": 12.5,
+        "web_search_calls": 35,
+        "events_dropped": 0,
+        "rule": f"{provider}: a caching rule in words",
+    }
+    row.update(fields)
+    return row
+
+
+def make_ways_replay(
+    *,
+    started_at: datetime | None = None,
+    complete: bool = True,
+    providers: tuple[str, ...] = ("anthropic", "openai"),
+    assumptions: list[str] | None = None,
+) -> WaysReplay:
+    """A recorded ``replay_ways`` invocation: every mode, the removal modes once per way. Way
+    refuse is the cheapest overall but dearer than remove in fleet mode (it misses the goal
+    there); restrict keeps too little of the cache at OpenAI in run mode."""
+    from breakers.replay.ways_matrix import cheapest_ways
+
+    started_at = started_at or timezone.now() - timedelta(hours=1)
+    rows = []
+    for provider in providers:
+        for mode in ("none", "fail-fast"):
+            rows.append(ways_row(provider, mode, None, spend=400.0, kept=1.0))
+        for mode, remove in (("run", 150.0), ("worker", 24.0), ("fleet", 20.0)):
+            rows.append(ways_row(provider, mode, "remove", spend=remove, kept=0.4))
+            kept = 0.5 if provider == "openai" and mode == "run" else 0.97
+            rows.append(ways_row(provider, mode, "restrict", spend=remove * 0.7, kept=kept))
+            refuse = remove * 1.1 if mode == "fleet" else remove * 0.6
+            rows.append(ways_row(provider, mode, "refuse", spend=refuse, kept=0.95))
+            rows.append(ways_row(provider, mode, "default", spend=remove * 0.75, kept=0.93))
+    planned = [[r["provider"], r["mode"], r["way"]] for r in rows]
+    if not complete:
+        rows = rows[:3]
+    return WaysReplay.objects.create(
+        started_at=started_at,
+        finished_at=started_at + timedelta(minutes=35),
+        speed=60.0,
+        scenario={"runs_in_window": 340, "seed": 20261129},
+        assumptions=assumptions
+        if assumptions is not None
+        else ["prompt: tools 1500 tokens each", "the model asks for a tool on 10% of its steps"],
+        planned=planned,
+        rows=rows,
+        verdicts=cheapest_ways(rows),
+        complete=complete,
+        interrupted_by="" if complete else "KeyboardInterrupt",
     )

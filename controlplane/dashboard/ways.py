@@ -233,8 +233,8 @@ def ways_figure(providers: Sequence[ProviderWays]) -> str:
         cols=2,
         horizontal_spacing=0.14,
         subplot_titles=(
-            "Model spend with caching, removal modes summed: $",
-            "Mean run duration over those modes: seconds (simulated)",
+            "Spend, removal modes: $",
+            "Mean duration: s (simulated)",
         ),
     )
     for way in REPLAY_WAYS:

@@ -32,7 +32,7 @@ from tests.dashboard.factories import (
     make_transition,
     make_worker,
 )
-from tests.dashboard.outage_story import make_incident_story, make_replay_batch
+from tests.dashboard.outage_story import make_incident_story, make_replay_batch, make_ways_replay
 
 pytestmark = pytest.mark.browser
 
@@ -81,6 +81,14 @@ def replay_like(transactional_db: None) -> dict[str, int]:
     incident = make_incident(tool, opened_at=T0)
     # An outage replay batch (the outages page and its charts), one of whose runs is shown too.
     replays = make_replay_batch(started_at=T0 - timedelta(hours=20), window_runs=60, workers=4)
+    # Prompt-caching figures in the mode table, and a ways record (the ways section, its chart).
+    for replay in replays:
+        replay.summary = {
+            **replay.summary,
+            "caching": {"anthropic": {"spend_usd": 12_345.678}, "openai": {"spend_usd": 9_876.54}},
+        }
+        replay.save(update_fields=["summary"])
+    make_ways_replay()
     replayed = Run.objects.filter(worker__worker_id__startswith=replays[0].worker_prefix).first()
     assert replayed is not None
     story = make_incident_story()
@@ -157,7 +165,7 @@ def test_no_page_is_wider_than_the_window(
     for path in pages:
         page.goto(path, wait_until="load")
         if path == "/outages/":
-            expect(page.locator(".js-plotly-plot")).to_have_count(8)  # 7 + outage ledgers
+            expect(page.locator(".js-plotly-plot")).to_have_count(9)  # 7, ledgers, ways
         scroll = page.evaluate("document.documentElement.scrollWidth")
         if scroll > width:
             too_wide[path] = scroll
@@ -310,7 +318,7 @@ def test_every_page_fits_and_passes_axe_at_every_width(
         for path in every_page(replay_like):
             page.goto(path, wait_until="load")
             if path == "/outages/":
-                expect(page.locator(".js-plotly-plot")).to_have_count(8)  # 7 + outage ledgers
+                expect(page.locator(".js-plotly-plot")).to_have_count(9)  # 7, ledgers, ways
             if path == f"/incidents/{replay_like['story']}/":
                 expect(page.locator("#incident-charts .js-plotly-plot")).to_have_count(2)
             found[path] = page_problems(page, width=width, axe=axe)

@@ -61,8 +61,9 @@ def _incidents(count: int, *, first: int = 0) -> list[Incident]:
         make_probe(tool, at=opened + timedelta(minutes=1), ok=False)
         closed = None if k == 0 else opened + timedelta(minutes=10)
         made.append(
-            make_incident(tool, opened_at=opened, closed_at=closed,
-                          cause={"events": events, "workers": ["w"]})  # fmt: skip
+            make_incident(
+                tool, opened_at=opened, closed_at=closed, cause={"events": events, "workers": ["w"]}
+            )
         )
     return made
 

@@ -67,7 +67,7 @@ def test_hostile_stored_text_is_escaped(viewer_client: Client) -> None:
         *record.rows,
         ways_row(
             HOSTILE_NAME, HOSTILE_SCRIPT, HOSTILE_NAME, spend=1.0, kept=0.5, rule=HOSTILE_SCRIPT
-        ),  # fmt: skip
+        ),
         ways_row("openai", HOSTILE_NAME, "remove", spend=1.0, kept=0.5),
     ]
     record.interrupted_by = HOSTILE_SCRIPT

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from breakers.replay.agent import AGENTS, RunRecord
+from breakers.replay.caching import PROVIDERS
 from breakers.replay.modes import SCOPES_BY_MODE
 from breakers.replay.orchestration import (
     REPLAY_SERVER_SETTINGS,
@@ -37,6 +38,7 @@ from breakers.replay.result import ReplayResult
 from breakers.replay.scenario import FAILURES, MODES, Scenario
 from breakers.replay.script import SEARCH
 from breakers.replay.ways_matrix import (
+    KEEP_SHARE,
     REPLAY_WAYS,
     WAY_MODES,
     assumptions,
@@ -44,13 +46,16 @@ from breakers.replay.ways_matrix import (
     format_ways_table,
     play_ways,
 )
+from breakers.replay.ways_records import latest_ways_replays, play_and_record_ways, ways_status
 
 __all__ = (
     "AGENTS",
     "FAILURES",
     "FLEET_MODES",
+    "KEEP_SHARE",
     "MODES",
     "PLAYING_AT_MOST",
+    "PROVIDERS",
     "REMOVAL_MODES",
     "REPLAY_SERVER_SETTINGS",
     "REPLAY_WAYS",
@@ -68,9 +73,11 @@ __all__ = (
     "format_table",
     "format_ways_table",
     "group_replays",
+    "latest_ways_replays",
     "minutes_since",
     "mode_label",
     "mode_order",
+    "play_and_record_ways",
     "play_outage",
     "play_ways",
     "recent_replay_batches",
@@ -79,6 +86,7 @@ __all__ = (
     "replay_speed",
     "server_settings",
     "server_settings_warnings",
+    "ways_status",
 )
 
 # The modes whose breaker takes the tool out of the tools array (and sends a notice).

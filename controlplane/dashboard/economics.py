@@ -26,8 +26,8 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from breakers.models import Incident
-from breakers.replay.caching import PROVIDERS
 from breakers.replay.outage import (
+    PROVIDERS,
     SEARCH,
     ReplayBatch,
     ReplayClock,

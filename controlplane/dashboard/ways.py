@@ -14,9 +14,15 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from breakers.replay.caching import PROVIDERS
-from breakers.replay.ways_matrix import KEEP_SHARE, REPLAY_WAYS, WAY_MODES, cheapest_ways
-from breakers.replay.ways_records import latest_ways_replays, ways_status
+from breakers.replay.outage import (
+    KEEP_SHARE,
+    PROVIDERS,
+    REPLAY_WAYS,
+    WAY_MODES,
+    cheapest_ways,
+    latest_ways_replays,
+    ways_status,
+)
 from controlplane.dashboard.charts import _base_layout
 from runs.models import WaysReplay
 

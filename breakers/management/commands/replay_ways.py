@@ -20,9 +20,9 @@ from breakers.replay.outage import (
     assumptions,
     cheapest_ways,
     format_ways_table,
+    play_and_record_ways,
     server_settings_warnings,
 )
-from breakers.replay.ways_records import play_and_record_ways
 
 PROVIDERS = ("anthropic", "openai")
 WAYS = REPLAY_WAYS  # remove, restrict, refuse and the SDK's default

@@ -126,6 +126,6 @@ def test_the_mode_table_shows_cached_spend_per_provider_and_old_replays_still_re
             finished_at=began + timedelta(seconds=32), scenario={"batch": "c1"}, summary=summary,
         )  # fmt: skip
     html = _page(viewer_client)
-    assert "Spend with prompt caching: Anthropic · OpenAI" in html
-    assert "$123.46 · $98.70" in html
-    assert "— · —" in html  # a corrupt figure reads as unknown
+    assert "Cached spend: Anthropic, OpenAI" in html
+    assert "$123.46<br>$98.70" in html
+    assert "—<br>—" in html  # a corrupt figure reads as unknown

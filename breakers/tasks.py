@@ -12,6 +12,7 @@ from breakers.alerts import delivery, sweep
 from breakers.fleet_service import backlog
 from breakers.slack import actions as slack_actions
 from breakers.slack import respond as slack_respond_service
+from breakers.slack import retention as slack_retention
 from breakers.slack import sync as slack_sync
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
@@ -65,10 +66,13 @@ def slack_sync_incident(self: Task, incident_id: int) -> str:
 @shared_task(name="breakers.slack_perform_action", ignore_result=True)
 def slack_perform_action(action_id: int) -> bool:
     """Do one accepted press from Slack, then update its card here (one hop less than a task;
-    a card update that must wait is handed to the sync task)."""
+    a card update that must wait is handed to the sync task), unless the fleet's change already
+    queued that card's sync (force and release)."""
     row = slack_actions.perform_slack_action(action_id=action_id)
     if row is None:
         return False
+    if slack_actions.card_synced_by_fleet(row):
+        return True  # one chat.update per press: the fleet's own sync task updates the card
     result = slack_sync.sync_incident_message(incident_id=row.incident_id)
     if result.retry_in is not None:
         slack_sync_incident.apply_async(
@@ -92,3 +96,9 @@ def slack_sweep_cards() -> int:
     for incident_id in ids:
         slack_sync_incident.apply_async((incident_id,), queue=settings.SLACK_TASK_QUEUE or None)
     return len(ids)
+
+
+@shared_task(name="breakers.purge_slack_actions", ignore_result=True)
+def purge_slack_actions() -> int:
+    """Beat: delete Slack's press records older than RETENTION_SLACK_ACTIONS_DAYS."""
+    return sum(slack_retention.purge_slack_actions().deleted.values())

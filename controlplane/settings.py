@@ -363,12 +363,21 @@ RETENTION_LEDGER_DAYS = envint("RETENTION_LEDGER_DAYS", 7)
 RETENTION_BATCH_SIZE = envint("RETENTION_BATCH_SIZE", 5000)
 RETENTION_MAX_BATCHES = envint("RETENTION_MAX_BATCHES", 100)
 RETENTION_PURGE_SECONDS = envfloat("RETENTION_PURGE_SECONDS", 300.0)
+# Slack's press records (each done press also has its audit row, which is kept).
+RETENTION_SLACK_ACTIONS_DAYS = envint("RETENTION_SLACK_ACTIONS_DAYS", 30)
 if RETENTION_LEDGER_DAYS * 86400 < BREAKER_DEDUPE_TTL_SECONDS or RETENTION_CALLS_DAYS < 1:
     raise ImproperlyConfigured(
         "RETENTION_LEDGER_DAYS must cover BREAKER_DEDUPE_TTL_SECONDS; RETENTION_CALLS_DAYS >= 1"
     )
+if RETENTION_SLACK_ACTIONS_DAYS < 1:
+    raise ImproperlyConfigured("RETENTION_SLACK_ACTIONS_DAYS must be at least 1")
 CELERY_BEAT_SCHEDULE["purge-expired"] = {
     "task": "runs.purge_expired",
+    "schedule": RETENTION_PURGE_SECONDS,
+    "options": {"expires": RETENTION_PURGE_SECONDS},
+}
+CELERY_BEAT_SCHEDULE["purge-slack-actions"] = {
+    "task": "breakers.purge_slack_actions",
     "schedule": RETENTION_PURGE_SECONDS,
     "options": {"expires": RETENTION_PURGE_SECONDS},
 }

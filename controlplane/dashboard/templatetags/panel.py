@@ -284,6 +284,7 @@ _ACTION_LABELS = {
     "reset": "Reset",
     "acknowledge": "Acknowledge",
     "silence": "Silence",
+    "unsilence": "End silence",
 }
 
 

@@ -160,3 +160,18 @@ def test_the_api_refuses_agents_and_unknown_tools(client: Client) -> None:
     missing = unsilence(client, "no_such_tool", operator)
     assert missing.status_code == 404  # type: ignore[attr-defined]
     assert ToolSilence.objects.get().ended_at is None
+
+
+def test_the_board_marks_a_silenced_tool_small_with_details_in_its_title(
+    viewer_client: Client,
+) -> None:
+    tool = make_tool("web_search", state="open")
+    until = timezone.now().replace(second=0, microsecond=0) + timedelta(hours=2)
+    silence_of(tool, until=until, set_by=f"@{HOSTILE_SCRIPT} via Slack")
+    html = viewer_client.get("/").content.decode()
+    marker = html[
+        html.index("data-silenced") : html.index("</span></td>", html.index("data-silenced"))
+    ]
+    assert "silenced until <time" in marker and f"{until:%H:%M} UTC</time>" in marker
+    assert f'title="alerts silenced until {until:%Y-%m-%d %H:%M}' in marker
+    assert HOSTILE_SCRIPT not in html and "&lt;script&gt;" in marker

@@ -123,3 +123,43 @@ def test_a_servers_way_overrides_the_configs_and_restrict_is_served_as_refuse(
     anyio.run(scenario)
     log = stderr.read_text()
     assert log.count("way restrict (servers: one) is served as refuse") == 1, log
+
+
+def test_under_refuse_a_half_open_tool_nobody_calls_is_still_probed(
+    flaky: Flaky, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "gateway.json",
+        {"search": flaky.stdio() | {"probes": {"web_search": {"arguments": {"text": "probe"}}}}},
+        way="refuse",
+        probe_after=0.3,
+        breaker={"threshold": 2, "cooldown": 0.5, "check_interval": 0.05},
+    )
+    log = tmp_path / "gateway.err"
+
+    async def calls_reach(count: int) -> None:
+        with anyio.fail_after(30):
+            while flaky.calls("web_search") < count:
+                await anyio.sleep(0.02)
+
+    async def scenario() -> None:
+        notes = Notes()
+        gateway = gateway_stdio(config, "--log-level", "INFO", stderr=log)
+        async with connect(gateway, notes) as client:
+            before = await listed_json(client)
+            flaky.set(web_search="fail")
+            for _ in range(2):
+                assert (await client.call_tool("web_search", {"text": "q"})).is_error
+            await calls_reach(3)  # nobody calls: the probe is the trial, and fails
+            flaky.set()
+            await calls_reach(4)  # after the longer cooldown, the next probe passes
+            with anyio.fail_after(30):
+                while "probe of web_search (no client call came): ok" not in log.read_text():
+                    await anyio.sleep(0.02)
+            answer = await client.call_tool("web_search", {"text": "back"})
+            assert text_of(answer) == "flaky:back"
+            assert await listed_json(client) == before
+            assert notes.count() == 0
+
+    anyio.run(scenario)
+    assert log.read_text().count("probe of web_search (no client call came): failed") == 1

@@ -137,9 +137,9 @@ def test_under_refuse_a_half_open_tool_nobody_calls_is_still_probed(
     )
     log = tmp_path / "gateway.err"
 
-    async def calls_reach(count: int) -> None:
+    async def logged(line: str) -> None:
         with anyio.fail_after(30):
-            while flaky.calls("web_search") < count:
+            while line not in log.read_text():
                 await anyio.sleep(0.02)
 
     async def scenario() -> None:
@@ -150,12 +150,13 @@ def test_under_refuse_a_half_open_tool_nobody_calls_is_still_probed(
             flaky.set(web_search="fail")
             for _ in range(2):
                 assert (await client.call_tool("web_search", {"text": "q"})).is_error
-            await calls_reach(3)  # nobody calls: the probe is the trial, and fails
+            # Nobody calls: the probe is the trial, and fails.
+            await logged("probe of web_search (no client call came): failed")
+            assert flaky.calls("web_search") == 3
             flaky.set()
-            await calls_reach(4)  # after the longer cooldown, the next probe passes
-            with anyio.fail_after(30):
-                while "probe of web_search (no client call came): ok" not in log.read_text():
-                    await anyio.sleep(0.02)
+            # After the longer cooldown the next probe passes.
+            await logged("probe of web_search (no client call came): ok")
+            assert flaky.calls("web_search") == 4
             answer = await client.call_tool("web_search", {"text": "back"})
             assert text_of(answer) == "flaky:back"
             assert await listed_json(client) == before

@@ -90,7 +90,7 @@ class GatewayConfig:
     # How an open tool is taken away from clients: `remove` (it leaves tools/list, clients hear
     # list_changed) or `refuse` (it stays listed, byte-identical; its calls get the notice).
     # `restrict` is accepted and means `refuse`: MCP has no allowed-tools list.
-    # docs/adr/XXXX-the-gateways-way-of-taking-a-tool-away.md
+    # docs/adr/0210-the-gateways-way-of-taking-a-tool-away.md
     way: Way = Way.REMOVE
 
     def way_of(self, upstream: UpstreamConfig) -> Way:

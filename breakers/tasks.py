@@ -10,6 +10,7 @@ from django.conf import settings
 from breakers import fleet_service
 from breakers.alerts import delivery, sweep
 from breakers.fleet_service import backlog
+from breakers.observability import health
 from breakers.slack import actions as slack_actions
 from breakers.slack import respond as slack_respond_service
 from breakers.slack import retention as slack_retention
@@ -21,6 +22,9 @@ PROBE_EXPIRES_SECONDS = 60
 
 @shared_task(name="breakers.fleet_tick", ignore_result=True)
 def fleet_tick() -> int:
+    # The heartbeat /readyz reads: a tick that ran proves beat, the broker and a worker work
+    # (one task per tick, not two: ADR 0193's note on beat's load).
+    health.write_beat_heartbeat()
     backlog.apply_fleet_backlog()  # first: outcomes that committed while Redis was failing
     orders = fleet_service.fleet_tick()
     for order in orders:

@@ -330,11 +330,6 @@ CELERY_IMPORTS = ("breakers.observability.health", "runs.retention")
 HEALTH_BEAT_MAX_AGE_SECONDS = envfloat(
     "HEALTH_BEAT_MAX_AGE_SECONDS", max(15.0, 10 * BREAKER_TICK_SECONDS)
 )
-CELERY_BEAT_SCHEDULE["beat-heartbeat"] = {
-    "task": "breakers.beat_heartbeat",
-    "schedule": BREAKER_TICK_SECONDS,
-    "options": {"expires": 10},
-}
 _INTERNAL_NETWORKS = ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
 # Who a request came from (breakers.access.ops_endpoints): the peer, or behind one of these
 # proxies (CIDRs) the address its CLIENT_ADDRESS_HEADER names. Any other forwarding header, or

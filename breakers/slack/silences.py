@@ -1,6 +1,6 @@
 """Ending a tool's silence early, from Slack, the tool page or the API: audited like any action,
 and idempotent (a silence that is no longer in force is refused with what ended it).
-Why: docs/adr/XXXX-a-silence-ends-early-once-audited-from-anywhere.md."""
+Why: docs/adr/0211-a-silence-ends-early-once-audited-from-anywhere.md."""
 
 from __future__ import annotations
 

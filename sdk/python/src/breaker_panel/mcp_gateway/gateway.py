@@ -223,14 +223,21 @@ class Gateway:
     # -- the offered set ---------------------------------------------------------------------
 
     async def refresh(self, *, notify: bool = True) -> frozenset[str]:
-        """Compute the offered set; if it changed, tell every client session."""
+        """Compute the offered set; if it changed, tell every client session (not while the
+        upstreams are starting: no list has been answered yet, each waits for them)."""
         offered = self.breakers.offered(self.tools)  # no await: one consistent read
         if offered == self.offered:
             return offered
         self.offered = offered
-        if notify:
+        if notify and not self._starting():
             await self._notify()
         return offered
+
+    def _starting(self) -> bool:
+        """Some upstream's first start is not over, and `settled()` still waits for it."""
+        return anyio.current_time() < self._settled_by and not all(
+            upstream.attempted.is_set() for upstream in self.upstreams
+        )
 
     async def _watch(self) -> None:
         while True:

@@ -40,6 +40,7 @@ from breaker_panel.client import Run
 from breaker_panel.integrations._runs import RunHandle
 from breaker_panel.integrations.pydantic_ai import BreakerCapability
 from breakers.replay.agent import AGENT, MODEL, RunRecord, Stage, what_it_met
+from breakers.replay.caching import PromptCall
 from breakers.replay.scenario import Scenario
 from breakers.replay.script import READ, SEARCH, Action, ResearchScript
 
@@ -165,6 +166,19 @@ async def _model(state: _RunState, messages: list[ModelMessage], info: AgentInfo
             script.page_read()
     state.step += 1
     cost = stage.scenario.step_cost(state.step)
+    # The prompt as a prompt cache sees it (``caching.py``): the tools array the framework
+    # sends this step, in its order, and the notice when the run has taken a tool away.
+    notice = stage.removes and state.run is not None and state.run.notice() is not None
+    record.prompts.append(
+        PromptCall(
+            at_s=stage.clock.now(),
+            run=record.started_s,
+            tools=tuple(tool.name for tool in info.function_tools),
+            history=state.step - 1,
+            notice=notice,
+            output_tokens=cost.output_tokens,
+        )
+    )
     stage.clock.sleep(cost.duration_s)
     record.model_calls += 1
     record.spend += cost.cost_usd

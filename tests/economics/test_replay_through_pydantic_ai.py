@@ -72,6 +72,14 @@ def test_both_agents_make_the_same_calls_and_spend_the_same(mode: str) -> None:
         ]
 
     assert shape(events) == shape(hand_events)
+
+    # The prompt caches see the same prompts: each call's tools array, history and notice
+    # (their times may differ by the framework's own pace, as ``_figures`` leaves them out).
+    def prompts(record: RunRecord) -> list[tuple[object, ...]]:
+        return [(p.tools, p.history, p.notice, p.output_tokens) for p in record.prompts]
+
+    assert prompts(framework) == prompts(hand)
+    assert len(framework.prompts) == framework.model_calls
     finished = next(e for e in events if e["type"] == "run.finished")
     assert (finished["degraded"], finished["steps"]) == (hand.degraded, hand.model_calls)
 

@@ -4,8 +4,9 @@ Every `tools/call` goes through the breaker: an open tool is answered at once wi
 result carrying the notice, anything else is relayed to its upstream as plain JSON-RPC (see
 passthrough.py) and its outcome classified and recorded. After each call, each fleet sync and
 every `check_interval`, the offered set is computed again; when it changed, every client
-session is sent `notifications/tools/list_changed`. A half-open tool that no client calls gets
-its configured probe as its trial (probe.py).
+session is sent `notifications/tools/list_changed`. Under `way: refuse` an open tool stays in
+`tools/list` unchanged (a client's prompt cache holds) and only its calls are refused. A
+half-open tool that no client calls gets its configured probe as its trial (probe.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
 from breaker_panel.mcp_gateway.probe import Prober  # noqa: E402
 from breaker_panel.mcp_gateway.upstream import Upstream  # noqa: E402
 from breaker_panel.per_call import PerCallBreakers  # noqa: E402
+from breaker_panel.vocabulary import Way  # noqa: E402
 
 __all__ = ["Gateway", "Upstream"]  # Upstream: from upstream.py, where it lives
 
@@ -108,6 +110,10 @@ class Gateway:
         self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
         self.tools: dict[str, types.Tool] = {}
         self.offered: frozenset[str] = frozenset()
+        # What tools/list shows: the offered tools, and those of `way: refuse` upstreams, which
+        # stay listed when taken away (`kept`).
+        self.listed: frozenset[str] = frozenset()
+        self.kept: frozenset[str] = frozenset()
         self.notifications_sent = 0
         self.bus = InMemorySubscriptionBus()
         self.server = _GatewayServer(
@@ -223,13 +229,16 @@ class Gateway:
     # -- the offered set ---------------------------------------------------------------------
 
     async def refresh(self, *, notify: bool = True) -> frozenset[str]:
-        """Compute the offered set; if it changed, tell every client session (not while the
-        upstreams are starting: no list has been answered yet, each waits for them)."""
+        """Compute the offered set; if what tools/list shows changed, tell every client session
+        (a tool taken away under `way: refuse` stays listed: no list_changed for it; none while
+        the upstreams are starting: no list has been answered yet, each waits for them)."""
         offered = self.breakers.offered(self.tools)  # no await: one consistent read
-        if offered == self.offered:
+        listed = offered | self.kept
+        if offered == self.offered and listed == self.listed:
             return offered
-        self.offered = offered
-        if notify and not self._starting():
+        changed = listed != self.listed
+        self.offered, self.listed = offered, listed
+        if notify and changed and not self._starting():
             await self._notify()
         return offered
 
@@ -249,7 +258,7 @@ class Gateway:
 
     async def _notify(self) -> None:
         self.notifications_sent += 1
-        logger.info("offered tools changed: %s", ", ".join(sorted(self.offered)))
+        logger.info("listed tools changed: %s", ", ".join(sorted(self.listed)))
         async with anyio.create_task_group() as group:  # a slow client delays nobody else
             for connection, session in list(self._sessions.items()):
                 group.start_soon(self._notify_one, connection, session)
@@ -291,6 +300,11 @@ class Gateway:
                 tools[exposed] = tool.model_copy(update={"name": exposed})
         self.checks.update({name: tool.output_schema for name, tool in tools.items()})
         self.catalog, self.tools = catalog, tools
+        self.kept = frozenset(
+            name
+            for name, (upstream, _) in catalog.items()
+            if self.config.way_of(upstream.config) is Way.REFUSE
+        )
 
     def _exposed_name(self, upstream: Upstream, name: str, count: int) -> str:
         mode = self.config.prefix
@@ -303,9 +317,10 @@ class Gateway:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         self._remember(ctx)
         await self.settled()
-        offered = await self.refresh()
+        await self.refresh()
         return types.ListToolsResult(
-            tools=[t for n, t in self.tools.items() if n in offered], ttl_ms=self.list_ttl_ms()
+            tools=[t for n, t in self.tools.items() if n in self.listed],
+            ttl_ms=self.list_ttl_ms(),
         )
 
     def list_ttl_ms(self) -> int:
@@ -313,7 +328,7 @@ class Gateway:
         the list can change by itself, the end of the first cooldown; `list_ttl` at most. A
         failure or an operator can change it sooner: then the refusal and list_changed tell."""
         cap = self.config.list_ttl
-        due = self.breakers.retry_in(name for name in self.tools if name not in self.offered)
+        due = self.breakers.retry_in(name for name in self.tools if name not in self.listed)
         return int(1000 * (cap if due is None else min(cap, due)))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:

@@ -134,24 +134,24 @@ class Gateway:
         self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._settled_by = 0.0  # anyio time: start-ups are waited for until then, not after
         self.called: dict[str, float] = {}  # exposed name -> when a call of it last came
         self.prober = Prober(self)  # the trial of a half-open tool nobody calls (probe.py)
 
     # -- running -----------------------------------------------------------------------------
 
     async def run(self, serve: Callable[[Gateway], Awaitable[None]]) -> None:
-        """Connect the upstreams, then `serve(self)` until it returns; then shut down."""
+        """`serve(self)` until it returns, the upstreams starting meanwhile; then shut down.
+
+        A client's `initialize` is answered at once: `tools/list` and a call of a name not yet
+        served wait for the upstreams still starting (`settled`), up to `connect_timeout`; one
+        that starts later is announced with `list_changed` like any other change."""
         self._loop = asyncio.get_running_loop()
+        self._settled_by = anyio.current_time() + self.config.connect_timeout
         async with anyio.create_task_group() as group:
             for upstream in self.upstreams:
                 group.start_soon(upstream.run)
-            with anyio.move_on_after(self.config.connect_timeout):
-                for upstream in self.upstreams:
-                    await upstream.attempted.wait()
-            for upstream in self.upstreams:
-                if upstream.client is None:
-                    logger.warning("upstream %s is not connected yet", upstream.name)
-            await self.refresh(notify=False)
+            group.start_soon(self._report_slow_starts)
             group.start_soon(self._watch)
             if any(upstream.config.probes for upstream in self.upstreams):
                 group.start_soon(self.prober.run)
@@ -161,6 +161,19 @@ class Gateway:
             # stdin, so deliver what the control plane has not seen before the upstreams close.
             await anyio.to_thread.run_sync(self.breakers.close)
             group.cancel_scope.cancel()
+
+    async def settled(self) -> None:
+        """Wait until every upstream's first start is over (either way), or `connect_timeout`
+        after the gateway started, whichever comes first."""
+        with anyio.move_on_after(self._settled_by - anyio.current_time()):
+            for upstream in self.upstreams:
+                await upstream.attempted.wait()
+
+    async def _report_slow_starts(self) -> None:
+        await self.settled()
+        for upstream in self.upstreams:
+            if upstream.client is None:
+                logger.warning("upstream %s is not connected yet", upstream.name)
 
     def wake(self) -> None:
         """Thread-safe: re-check the offered set now (the fleet state changed)."""
@@ -217,16 +230,23 @@ class Gateway:
 
     async def refresh(self, *, notify: bool = True) -> frozenset[str]:
         """Compute the offered set; if what tools/list shows changed, tell every client session
-        (a tool taken away under `way: refuse` stays listed: no list_changed for it)."""
+        (a tool taken away under `way: refuse` stays listed: no list_changed for it; none while
+        the upstreams are starting: no list has been answered yet, each waits for them)."""
         offered = self.breakers.offered(self.tools)  # no await: one consistent read
         listed = offered | self.kept
         if offered == self.offered and listed == self.listed:
             return offered
         changed = listed != self.listed
         self.offered, self.listed = offered, listed
-        if notify and changed:
+        if notify and changed and not self._starting():
             await self._notify()
         return offered
+
+    def _starting(self) -> bool:
+        """Some upstream's first start is not over, and `settled()` still waits for it."""
+        return anyio.current_time() < self._settled_by and not all(
+            upstream.attempted.is_set() for upstream in self.upstreams
+        )
 
     async def _watch(self) -> None:
         while True:
@@ -296,6 +316,7 @@ class Gateway:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         self._remember(ctx)
+        await self.settled()
         await self.refresh()
         return types.ListToolsResult(
             tools=[t for n, t in self.tools.items() if n in self.listed],
@@ -341,6 +362,9 @@ class Gateway:
         else relayed and its outcome recorded. `check(result)` returns what to answer with, or
         raises if the upstream's result is malformed (a retryable failure)."""
         entry = self.catalog.get(name)
+        if entry is None:  # maybe the tool of an upstream still starting
+            await self.settled()
+            entry = self.catalog.get(name)
         if entry is None:
             raise UnknownTool(self._unknown(name))
         self.called[name] = anyio.current_time()  # a client's call is the trial: no probe

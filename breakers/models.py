@@ -305,9 +305,10 @@ class Probe(models.Model):
         return f"probe of {self.tool} ({'ok' if self.ok else 'failed'})"
 
 
-# Audited actions that change no fleet state (breakers.slack): acknowledge and silence.
-ACKNOWLEDGE, SILENCE = "acknowledge", "silence"
-NOTE_ACTIONS = (ACKNOWLEDGE, SILENCE)
+# Audited actions that change no fleet state: acknowledge and silence (from Slack), and ending a
+# silence early (from Slack, the tool page or the API).
+ACKNOWLEDGE, SILENCE, UNSILENCE = "acknowledge", "silence", "unsilence"
+NOTE_ACTIONS = (ACKNOWLEDGE, SILENCE, UNSILENCE)
 
 
 class OperatorAction(models.Model):
@@ -607,9 +608,24 @@ class SlackUser(models.Model):
         return f"{self.slack_user_id} ({self.team_id}) -> {self.user}"
 
 
+class ToolSilenceQuerySet(models.QuerySet["ToolSilence"]):
+    def in_force(self, now: datetime) -> ToolSilenceQuerySet:
+        """The silences that hold alerts at ``now``: not ended, and either not yet at their
+        ``until`` or, without one, while their incident is open."""
+        return (
+            self.filter(ended_at__isnull=True)
+            .filter(
+                models.Q(until__gt=now)
+                | models.Q(until__isnull=True, incident__closed_at__isnull=True)
+            )
+            .exclude(until__isnull=True, incident__isnull=True)
+        )
+
+
 class ToolSilence(models.Model):
     """No repeat alert for ``tool`` until ``until`` (or, when it is None, until ``incident``
-    closes). ``ended_at``: lifted early (a newer silence replaced it)."""
+    closes). ``ended_at``: lifted early, by ``ended_by`` from ``ended_via`` (ended from Slack,
+    the tool page or the API, or replaced by a newer silence)."""
 
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="silences")
     incident = models.ForeignKey(
@@ -620,6 +636,10 @@ class ToolSilence(models.Model):
     set_by = models.CharField(max_length=250)
     via = models.CharField(max_length=120, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.CharField(max_length=250, blank=True)
+    ended_via = models.CharField(max_length=120, blank=True)
+
+    objects = ToolSilenceQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["tool", "set_at"], name="toolsilence_tool_set_idx")]

@@ -10,8 +10,10 @@ from django.conf import settings
 from breakers import fleet_service
 from breakers.alerts import delivery, sweep
 from breakers.fleet_service import backlog
+from breakers.observability import health
 from breakers.slack import actions as slack_actions
 from breakers.slack import respond as slack_respond_service
+from breakers.slack import retention as slack_retention
 from breakers.slack import sync as slack_sync
 
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
@@ -20,6 +22,9 @@ PROBE_EXPIRES_SECONDS = 60
 
 @shared_task(name="breakers.fleet_tick", ignore_result=True)
 def fleet_tick() -> int:
+    # The heartbeat /readyz reads: a tick that ran proves beat, the broker and a worker work
+    # (one task per tick, not two: ADR 0193's note on beat's load).
+    health.write_beat_heartbeat()
     backlog.apply_fleet_backlog()  # first: outcomes that committed while Redis was failing
     orders = fleet_service.fleet_tick()
     for order in orders:
@@ -65,10 +70,13 @@ def slack_sync_incident(self: Task, incident_id: int) -> str:
 @shared_task(name="breakers.slack_perform_action", ignore_result=True)
 def slack_perform_action(action_id: int) -> bool:
     """Do one accepted press from Slack, then update its card here (one hop less than a task;
-    a card update that must wait is handed to the sync task)."""
+    a card update that must wait is handed to the sync task), unless the fleet's change already
+    queued that card's sync (force and release)."""
     row = slack_actions.perform_slack_action(action_id=action_id)
     if row is None:
         return False
+    if slack_actions.card_synced_by_fleet(row):
+        return True  # one chat.update per press: the fleet's own sync task updates the card
     result = slack_sync.sync_incident_message(incident_id=row.incident_id)
     if result.retry_in is not None:
         slack_sync_incident.apply_async(
@@ -92,3 +100,9 @@ def slack_sweep_cards() -> int:
     for incident_id in ids:
         slack_sync_incident.apply_async((incident_id,), queue=settings.SLACK_TASK_QUEUE or None)
     return len(ids)
+
+
+@shared_task(name="breakers.purge_slack_actions", ignore_result=True)
+def purge_slack_actions() -> int:
+    """Beat: delete Slack's press records older than RETENTION_SLACK_ACTIONS_DAYS."""
+    return sum(slack_retention.purge_slack_actions().deleted.values())

@@ -330,11 +330,6 @@ CELERY_IMPORTS = ("breakers.observability.health", "runs.retention")
 HEALTH_BEAT_MAX_AGE_SECONDS = envfloat(
     "HEALTH_BEAT_MAX_AGE_SECONDS", max(15.0, 10 * BREAKER_TICK_SECONDS)
 )
-CELERY_BEAT_SCHEDULE["beat-heartbeat"] = {
-    "task": "breakers.beat_heartbeat",
-    "schedule": BREAKER_TICK_SECONDS,
-    "options": {"expires": 10},
-}
 _INTERNAL_NETWORKS = ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
 # Who a request came from (breakers.access.ops_endpoints): the peer, or behind one of these
 # proxies (CIDRs) the address its CLIENT_ADDRESS_HEADER names. Any other forwarding header, or
@@ -363,12 +358,21 @@ RETENTION_LEDGER_DAYS = envint("RETENTION_LEDGER_DAYS", 7)
 RETENTION_BATCH_SIZE = envint("RETENTION_BATCH_SIZE", 5000)
 RETENTION_MAX_BATCHES = envint("RETENTION_MAX_BATCHES", 100)
 RETENTION_PURGE_SECONDS = envfloat("RETENTION_PURGE_SECONDS", 300.0)
+# Slack's press records (each done press also has its audit row, which is kept).
+RETENTION_SLACK_ACTIONS_DAYS = envint("RETENTION_SLACK_ACTIONS_DAYS", 30)
 if RETENTION_LEDGER_DAYS * 86400 < BREAKER_DEDUPE_TTL_SECONDS or RETENTION_CALLS_DAYS < 1:
     raise ImproperlyConfigured(
         "RETENTION_LEDGER_DAYS must cover BREAKER_DEDUPE_TTL_SECONDS; RETENTION_CALLS_DAYS >= 1"
     )
+if RETENTION_SLACK_ACTIONS_DAYS < 1:
+    raise ImproperlyConfigured("RETENTION_SLACK_ACTIONS_DAYS must be at least 1")
 CELERY_BEAT_SCHEDULE["purge-expired"] = {
     "task": "runs.purge_expired",
+    "schedule": RETENTION_PURGE_SECONDS,
+    "options": {"expires": RETENTION_PURGE_SECONDS},
+}
+CELERY_BEAT_SCHEDULE["purge-slack-actions"] = {
+    "task": "breakers.purge_slack_actions",
     "schedule": RETENTION_PURGE_SECONDS,
     "options": {"expires": RETENTION_PURGE_SECONDS},
 }

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from runs.models import IngestedEvent, ModelCall, ToolCall
 
-__all__ = ("PurgeResult", "purge_expired", "purge_expired_task")
+__all__ = ("PurgeResult", "purge_expired", "purge_expired_task", "purge_table")
 
 
 @dataclass
@@ -60,16 +60,31 @@ def purge_expired(
     ]
     result = PurgeResult()
     for model, time_field, cutoff in tables:
-        total = 0
-        for _ in range(limit):
-            deleted = _purge(model, time_field, cutoff, batch=batch)
-            total += deleted
-            if deleted < batch:
-                break
-        else:
-            result.finished = False
-        result.deleted[model._meta.label] = total
+        purge_table(model, time_field, cutoff, batch=batch, max_batches=limit, into=result)
     return result
+
+
+def purge_table(
+    model: type[models.Model],
+    time_field: str,
+    cutoff: datetime,
+    *,
+    batch: int,
+    max_batches: int,
+    into: PurgeResult,
+) -> None:
+    """Delete ``model``'s rows older than ``cutoff`` (rows without dependants: a raw DELETE), at
+    most ``max_batches`` batches; add the count to ``into``, and clear its ``finished`` when it
+    stopped short. The apps above (breakers) purge their own tables with it."""
+    total = 0
+    for _ in range(max_batches):
+        deleted = _purge(model, time_field, cutoff, batch=batch)
+        total += deleted
+        if deleted < batch:
+            break
+    else:
+        into.finished = False
+    into.deleted[model._meta.label] = total
 
 
 @shared_task(name="runs.purge_expired", ignore_result=True)

@@ -150,8 +150,8 @@ async def pydantic_ai(config: Path) -> AsyncIterator[Driver]:
 
     params = gateway_stdio(config)
     transport = StdioTransport(params.command, list(params.args), cwd=str(params.cwd))
-    # cache_tools=True: the default. init_timeout: the gateway answers `initialize` once its
-    # upstreams have started, which takes seconds on a loaded machine (fastmcp's default is 5).
+    # cache_tools=True: the default. init_timeout: the gateway answers `initialize` at once,
+    # but its own start (importing mcp) takes over 5 s, fastmcp's default, on a loaded machine.
     async with MCPToolset(transport, init_timeout=60) as toolset:
         yield PydanticDriver(toolset)
 

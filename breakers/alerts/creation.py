@@ -12,10 +12,10 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from breakers.alerts.facts import incident_of, is_announced, is_opening, iso, transition_facts
+from breakers.alerts.silences import active_silence
 from breakers.fleet.rules import OUT_STATES, CauseKind
 from breakers.models import (
     Alert,
@@ -27,7 +27,6 @@ from breakers.models import (
     Incident,
     OperatorAction,
     Tool,
-    ToolSilence,
 )
 from breakers.transports.slack import validate_webhook_url
 
@@ -120,7 +119,7 @@ def alerts_for_fleet_changes(
     if not announced and operator_action is None:
         return []
     if bot_mode():
-        _sync_cards_on_commit(tool, announced, operator_action)
+        sync_cards_on_commit(tool, announced, operator_action)
     channels = alert_channels()
     if not channels:
         return []
@@ -143,14 +142,20 @@ def bot_mode() -> bool:
     return bool(settings.SLACK_BOT_TOKEN.strip() and settings.SLACK_CHANNEL.strip())
 
 
-def _sync_cards_on_commit(
+def action_card_incident(tool: Tool) -> Incident | None:
+    """The incident whose card an audited action on ``tool`` updates: the open one, else the
+    newest (a forced tool's card stays live after its incident closed)."""
+    open_incident = Incident.objects.filter(tool=tool, closed_at__isnull=True).first()
+    return open_incident or Incident.objects.filter(tool=tool).order_by("-opened_at").first()
+
+
+def sync_cards_on_commit(
     tool: Tool, announced: Sequence[FleetTransition], action: OperatorAction | None
 ) -> None:
     """Bring the incident cards these events touch up to date once they are committed."""
     incidents = {incident.pk for row in announced if (incident := incident_of(row)) is not None}
     if action is not None:
-        open_incident = Incident.objects.filter(tool=tool, closed_at__isnull=True).first()
-        latest = open_incident or Incident.objects.filter(tool=tool).order_by("-opened_at").first()
+        latest = action_card_incident(tool)
         if latest is not None:
             incidents.add(latest.pk)
     for incident_id in sorted(incidents):
@@ -161,16 +166,6 @@ def _sync_cards_on_commit(
             queue=settings.SLACK_TASK_QUEUE or None,
         )
         transaction.on_commit(send, robust=True)
-
-
-def silenced(tool: Tool, at: datetime) -> bool:
-    """A silence (set from Slack) holds the tool's repeat alerts at ``at``."""
-    return (
-        ToolSilence.objects.filter(tool=tool, ended_at__isnull=True)
-        .filter(Q(until__gt=at) | Q(until__isnull=True, incident__closed_at__isnull=True))
-        .exclude(until__isnull=True, incident__isnull=True)
-        .exists()
-    )
 
 
 def enqueue_on_commit(alert_ids: Sequence[int]) -> None:
@@ -220,7 +215,7 @@ def _transition_alerts(
         "incident": incident_of(row),
         "created_at": timezone.now(),
     }
-    if opening and silenced(tool, row.at):
+    if opening and active_silence(tool.pk, now=row.at) is not None:
         # Silenced from Slack: recorded (the alerts page shows it), never sent.
         return _bulk(
             channels, kind=kind, state=AlertState.SILENCED, payload=transition_facts(row), **common

@@ -34,6 +34,7 @@ from breakers.models import (
     ToolPolicy,
     ms_to_datetime,
 )
+from breakers.slack.silences import NotSilencedError, end_silence
 from runs.auth import AgentAuth, OperatorAuth
 from runs.models import AgentToken
 from runs.replies import service_unavailable
@@ -83,6 +84,7 @@ def _fleet_unavailable(request: HttpRequest, exc: redis.RedisError) -> HttpRespo
 _ERROR_STATUS: dict[type[fleet_service.FleetError], int] = {
     fleet_service.UnknownToolError: 404,
     fleet_service.NotForcedError: 409,
+    NotSilencedError: 409,
     fleet_service.FleetInputError: 400,
 }
 
@@ -281,6 +283,43 @@ for _action, _slug, _summary in (
     (OperatorActionKind.RESET, "reset", "Clear the automatic breaker's counters (closes it)"),
 ):
     _add_operator_route(_action, _slug, _summary)
+
+
+class SilenceOut(Schema):
+    id: int
+    tool: str
+    set_by: str
+    set_at: datetime
+    until: datetime | None = Field(description="null: it held alerts until its incident recovered")
+    ended_at: datetime
+    ended_by: str
+
+
+@router.post(
+    "/tools/{path:tool}/unsilence",
+    auth=OPERATOR,
+    response={200: SilenceOut, 404: ErrorReply, 409: ErrorReply},
+    summary="End the tool's alert silence (set from Slack) early, audited",
+    operation_id="fleet_unsilence",
+    url_name="fleet-unsilence",
+)
+def unsilence(request: HttpRequest, tool: str) -> Any:
+    actor = request.auth  # type: ignore[attr-defined]
+    row = end_silence(
+        tool=fleet_service.existing_tool(tool),
+        token=actor if isinstance(actor, AgentToken) else None,
+        user=None if isinstance(actor, AgentToken) else actor,
+        where="API",
+    )
+    return {
+        "id": row.pk,
+        "tool": row.tool.name,
+        "set_by": row.set_by,
+        "set_at": row.set_at,
+        "until": row.until,
+        "ended_at": row.ended_at,
+        "ended_by": row.ended_by,
+    }
 
 
 def _bounded(field: str) -> Any:

@@ -31,7 +31,7 @@ from breakers.fleet_service.selectors import (
     fleet_view,
 )
 from breakers.fleet_service.spend import fleet_record_spend
-from breakers.fleet_service.transitions import FLEET_STORE_ERRORS, fleet_store
+from breakers.fleet_service.transitions import FLEET_STORE_ERRORS, existing_tool, fleet_store
 
 __all__ = [
     "FLEET_STORE_ERRORS",
@@ -43,6 +43,7 @@ __all__ = [
     "NotForcedError",
     "ProbeOrder",
     "UnknownToolError",
+    "existing_tool",
     "fleet_operator_action",
     "fleet_policy_sync",
     "fleet_probe",

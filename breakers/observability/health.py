@@ -1,7 +1,8 @@
 """``/healthz`` (the process answers) and ``/readyz`` (database, Redis, beat all working).
 
-Beat sends ``breakers.beat_heartbeat`` every fleet tick and a worker writes the time into Redis,
-so a fresh heartbeat proves beat, the broker and a worker all run. Both views are outside
+Every fleet tick (``breakers.fleet_tick``, sent by beat) first writes the time into Redis, so a
+fresh heartbeat proves beat, the broker and a worker all run (and that the worker keeps up: a
+tick that waited too long in the queue expires unrun). Both views are outside
 ``/api/`` and need no login; ``/readyz`` is for the platform's probes (HEALTH_ALLOWED_NETWORKS).
 """
 
@@ -21,14 +22,34 @@ from django.views.decorators.http import require_safe
 
 from breakers.access.ops_endpoints import bearer_token_matches, client_in_networks, ops_redis
 
-__all__ = ("BEAT_HEARTBEAT_KEY", "beat_heartbeat", "healthz", "readiness", "readyz")
+__all__ = (
+    "BEAT_HEARTBEAT_KEY",
+    "beat_heartbeat",
+    "beat_heartbeat_age",
+    "healthz",
+    "readiness",
+    "readyz",
+    "write_beat_heartbeat",
+)
 
 BEAT_HEARTBEAT_KEY = "bp:health:beat"
 
 
+def write_beat_heartbeat() -> None:
+    ops_redis().set(BEAT_HEARTBEAT_KEY, repr(time.time()), ex=3600)
+
+
+def beat_heartbeat_age() -> float | None:
+    """Seconds since the last fleet tick wrote the heartbeat; None when there is none."""
+    raw = ops_redis().get(BEAT_HEARTBEAT_KEY)
+    return None if raw is None else max(0.0, time.time() - float(raw))
+
+
 @shared_task(name="breakers.beat_heartbeat", ignore_result=True)
 def beat_heartbeat() -> None:
-    ops_redis().set(BEAT_HEARTBEAT_KEY, repr(time.time()), ex=3600)
+    """The heartbeat as a task of its own, as beat sent it before the tick wrote it: kept for
+    messages still queued by an older beat."""
+    write_beat_heartbeat()
 
 
 def readiness() -> tuple[bool, dict[str, str]]:

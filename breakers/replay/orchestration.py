@@ -15,6 +15,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -26,6 +27,7 @@ from breakers.fleet_service import (
     tool_policy_update,
 )
 from breakers.models import POLICY_BOUNDS, FleetTransition, Incident, Tool, ToolPolicy
+from breakers.observability.health import beat_heartbeat_age
 from breakers.replay.agent import AGENT, AGENTS, RunPlayer, RunRecord, play_hand_written
 from breakers.replay.modes import (
     RECOVERY_LIMIT_S,
@@ -80,9 +82,12 @@ def check_control_plane(*, url: str, token: str, timeout: float = 5.0) -> None:
 # every ``*_SECONDS`` setting to one list or the other
 # (docs/adr/0193-the-replay-scales-every-story-time-setting.md).
 _SERVER_INTERVALS = {
-    # Beat cannot usefully tick much faster than 10 times a second, so the tick has a floor
-    # (6 simulated seconds at 60x).
-    "BREAKER_TICK_SECONDS": (1.0, 0.1),
+    # The tick and the sweeps below are beat's schedule, and one Celery worker must keep up
+    # with it on a busy machine: at floors of 0.1 s (tick, heartbeat, two sweeps: 32 tasks a
+    # second at 60x) the demo's worker fell behind at load average 20, every tick in its queue
+    # expired unrun, and fail-fast and fleet mode never saw web_search half-open. At 0.25 s the
+    # tick is 15 simulated seconds at 60x (ADR 0193).
+    "BREAKER_TICK_SECONDS": (1.0, 0.25),
     # The trial call's event must reach the control plane while the lease lives. That takes
     # real seconds on a busy machine however fast the story runs (and the SDK counts a lease
     # 1 s short for the HTTP Date's whole seconds): below 10 s trials kept expiring unheard.
@@ -95,8 +100,9 @@ _SERVER_INTERVALS = {
     # Openings within this window are a flapping spell, announced once at its end: unscaled, the
     # five modes' openings made one spell and fleet mode's "Breaker open" came 9 minutes late.
     "ALERT_FLAP_WINDOW_SECONDS": (600.0, 0.5),
-    # The sweep ends a flapping spell and re-sends lost alerts; a beat schedule, like the tick.
-    "ALERT_SWEEP_SECONDS": (10.0, 0.1),
+    # The sweep ends a flapping spell and re-sends lost alerts; a beat schedule, like the tick
+    # (two tasks: alerts and Slack cards), floored for the worker's sake like the tick.
+    "ALERT_SWEEP_SECONDS": (10.0, 1.0),
     # The spend rule's window (when an amount is set): the story's spend arrives 60 times
     # faster, so an unscaled window would hold an hour of story; 10 s is the least it may be.
     "BREAKER_SPEND_WINDOW_SECONDS": (600.0, 10.0),
@@ -362,6 +368,22 @@ def search_closed() -> bool:
     return not Incident.objects.filter(tool__name=SEARCH, closed_at__isnull=True).exists()
 
 
+def tick_note() -> str:
+    """Why no trial could close the tool, when the reason is the control plane's Celery: the
+    fleet tick, which makes an open tool half-open, has not run lately (empty otherwise)."""
+    try:
+        age = beat_heartbeat_age()
+    except redis.RedisError:
+        return ""
+    if age is not None and age <= max(5.0, 10 * settings.BREAKER_TICK_SECONDS):
+        return ""
+    when = "has not run" if age is None else f"last ran {age:.0f} s ago"
+    return (
+        f"; the control plane's fleet tick, which makes an open tool half-open, {when}: its "
+        "Celery worker is stopped or behind beat (see /readyz)"
+    )
+
+
 def end_closed(*, mode: str, result: ModeResult, token: AgentToken | None) -> dict[str, Any]:
     """Leave web_search closed, its incident resolved, after one mode; say how it got there.
 
@@ -380,7 +402,7 @@ def end_closed(*, mode: str, result: ModeResult, token: AgentToken | None) -> di
     if not figures["fleet_recovered"]:
         why = (
             f"no trial call closed it within {RECOVERY_LIMIT_S / 60:g} simulated minutes after "
-            f"the story ({result.recovery_runs} more runs)"
+            f"the story ({result.recovery_runs} more runs){tick_note()}"
             if uses_fleet
             else f"mode {mode}'s agents do not use the fleet breaker, so no trial call of theirs "
             "could close it"

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from breakers.access.operators import is_operator
+from breakers.alerts.creation import action_card_incident
 from breakers.fleet.rules import OperatorActionKind
 from breakers.fleet_service import (
     MAX_REASON_CHARS,
@@ -35,6 +36,7 @@ from breakers.fleet_service import (
 from breakers.models import (
     ACKNOWLEDGE,
     SILENCE,
+    UNSILENCE,
     Incident,
     OperatorAction,
     SlackAction,
@@ -44,6 +46,7 @@ from breakers.models import (
     ToolSilence,
 )
 from breakers.slack.cards import incident_card
+from breakers.slack.silences import end_silence
 from breakers.transports import TransportError
 from breakers.transports.slack import validate_webhook_url
 from breakers.transports.slack_bot import TRIGGER_GONE, SlackBot
@@ -54,6 +57,7 @@ from breakers.transports.slack_cards import (
     ACTION_FORCE_OPEN,
     ACTION_RELEASE,
     ACTION_SILENCE,
+    ACTION_UNSILENCE,
     SILENCE_OPTIONS,
 )
 
@@ -82,10 +86,22 @@ _KINDS = {
     ACTION_ACKNOWLEDGE: ACKNOWLEDGE,
     ACTION_RELEASE: OperatorActionKind.RELEASE.value,
     ACTION_SILENCE: SILENCE,
+    ACTION_UNSILENCE: UNSILENCE,
     ACTION_FORCE_OPEN: OperatorActionKind.FORCE_OPEN.value,
     ACTION_FORCE_CLOSE: OperatorActionKind.FORCE_CLOSE.value,
 }
-_OPERATOR_ONLY = "force open, force close, release and silence need the operator permission"
+_OPERATOR_ONLY = (
+    "force open, force close, release, silence and ending a silence need the operator permission"
+)
+# Done by the fleet: its audit row queues the card's sync (breakers.alerts.creation).
+_FLEET_KINDS = frozenset(
+    kind.value
+    for kind in (
+        OperatorActionKind.FORCE_OPEN,
+        OperatorActionKind.FORCE_CLOSE,
+        OperatorActionKind.RELEASE,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -283,6 +299,10 @@ def _allowed(press: _Press, action_id: str, incident: Incident) -> SlackUser:
             raise Refused(f"Already acknowledged by {card.acknowledged_by}; nothing was changed.")
     if action_id == ACTION_RELEASE and not card.forced:
         raise Refused(f"{incident.tool.name} is not forced: there is nothing to release.")
+    if action_id == ACTION_UNSILENCE and not card.silenced:
+        raise Refused(
+            f"{incident.tool.name} is not silenced (the silence has ended): nothing was changed."
+        )
     return link
 
 
@@ -387,15 +407,26 @@ def perform_slack_action(*, action_id: int, now: datetime | None = None) -> Slac
         return None
     row = SlackAction.objects.select_related("incident__tool", "user").get(pk=action_id)
     try:
-        result = _perform(row, now)
+        row.result = _perform(row, now)
     except (FleetError, redis.RedisError) as exc:
-        text = f"Nothing was changed: {exc}" if str(exc) else "Nothing was changed."
-        SlackAction.objects.filter(pk=row.pk).update(state=SlackActionState.REFUSED, result=text)
+        row.state = SlackActionState.REFUSED
+        row.result = f"Nothing was changed: {exc}" if str(exc) else "Nothing was changed."
+        row.save(update_fields=["state", "result"])
         if row.response_url:
-            send_slack_task(RESPOND_TASK, row.response_url, text, None)
+            send_slack_task(RESPOND_TASK, row.response_url, row.result, None)
         return row
-    SlackAction.objects.filter(pk=row.pk).update(result=result)
+    row.save(update_fields=["result"])
     return row
+
+
+def card_synced_by_fleet(row: SlackAction) -> bool:
+    """Whether the fleet already queued the sync of this press's card: a force or release it
+    did queues the sync of the tool's open (else newest) incident's card with its audit row.
+    The press's task updates the card itself otherwise, so each press updates it once."""
+    if row.state != SlackActionState.DONE or row.action not in _FLEET_KINDS:
+        return False
+    latest = action_card_incident(row.incident.tool)
+    return latest is not None and latest.pk == row.incident_id
 
 
 def _perform(row: SlackAction, now: datetime) -> str:
@@ -403,6 +434,9 @@ def _perform(row: SlackAction, now: datetime) -> str:
     if user is None:
         raise FleetError("the linked dashboard user was deleted")
     incident, tool = row.incident, row.incident.tool
+    if row.action == UNSILENCE:
+        end_silence(tool=tool, user=user, via=row.via, now=now, sync_cards=False)
+        return "ended the silence early"
     if row.action in (ACKNOWLEDGE, SILENCE):
         return _note(row, user, incident, now)
     reason = row.reason or "released from Slack"
@@ -434,7 +468,9 @@ def _note(row: SlackAction, user: User, incident: Incident, now: datetime) -> st
         else:
             label, seconds = SILENCE_OPTIONS[row.option]
             until = now + timedelta(seconds=seconds) if seconds is not None else None
-            ToolSilence.objects.filter(tool=tool, ended_at__isnull=True).update(ended_at=now)
+            ToolSilence.objects.filter(tool=tool, ended_at__isnull=True).update(
+                ended_at=now, ended_by=who, ended_via="replaced by a newer silence"
+            )
             ToolSilence.objects.create(
                 tool=tool,
                 incident=incident,

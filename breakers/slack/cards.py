@@ -7,22 +7,21 @@ from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q
 from django.utils import timezone
 
 from breakers.alerts.facts import incident_cost, incident_url
 from breakers.alerts.ledger import incident_ledger
+from breakers.alerts.silences import active_silence
 from breakers.models import (
     Incident,
     OperatorAction,
     SlackIncidentMessage,
-    ToolSilence,
 )
 from breakers.transports.slack_cards import IncidentCard
 from breakers.transports.slack_messages import format_usd
 from runs.models import ToolCall
 
-__all__ = ("active_silence", "actor_name", "incident_card", "ledger_figures")
+__all__ = ("actor_name", "incident_card", "ledger_figures")
 
 
 def actor_name(action: OperatorAction) -> str:
@@ -30,19 +29,6 @@ def actor_name(action: OperatorAction) -> str:
     if action.via.startswith("Slack (") and action.via.endswith(")"):
         return f"{action.via[len('Slack (') : -1]} via Slack"
     return action.actor
-
-
-def active_silence(tool_id: int, *, now: datetime | None = None) -> ToolSilence | None:
-    """The tool's silence in force at ``now``, if any (the newest one)."""
-    now = now or timezone.now()
-    candidates = (
-        ToolSilence.objects.filter(tool_id=tool_id, ended_at__isnull=True)
-        .filter(Q(until__gt=now) | Q(until__isnull=True, incident__closed_at__isnull=True))
-        .exclude(until__isnull=True, incident__isnull=True)
-        .select_related("incident")
-        .order_by("-set_at", "-pk")
-    )
-    return candidates.first()
 
 
 def ledger_figures(incident: Incident) -> Sequence[tuple[str, str]]:

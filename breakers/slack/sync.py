@@ -18,8 +18,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from breakers.alerts.delivery import retry_delay
+from breakers.alerts.silences import active_silence
 from breakers.models import Incident, SlackIncidentMessage
-from breakers.slack.cards import active_silence, incident_card
+from breakers.slack.cards import incident_card
 from breakers.transports import TransportError
 from breakers.transports.slack_bot import MESSAGE_GONE, PostedMessage, SlackBot
 from breakers.transports.slack_cards import build_incident_card

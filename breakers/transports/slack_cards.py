@@ -36,6 +36,7 @@ __all__ = (
     "ACTION_FORCE_OPEN",
     "ACTION_RELEASE",
     "ACTION_SILENCE",
+    "ACTION_UNSILENCE",
     "COLORS",
     "SILENCE_OPTIONS",
     "IncidentCard",
@@ -49,6 +50,7 @@ ACTION_FORCE_OPEN = "bp_force_open"
 ACTION_FORCE_CLOSE = "bp_force_close"
 ACTION_RELEASE = "bp_release"
 ACTION_SILENCE = "bp_silence"
+ACTION_UNSILENCE = "bp_unsilence"
 ACTION_DASHBOARD = "bp_open_dashboard"
 # Silence choices: value -> (label, seconds; None = until the incident recovers).
 SILENCE_OPTIONS: dict[str, tuple[str, int | None]] = {
@@ -205,6 +207,8 @@ def _actions(card: IncidentCard) -> dict[str, Any] | None:
             elements.append(_button("Release", ACTION_RELEASE, value))
         if card.closed_at is None and not card.silenced:
             elements.append(_silence_select(value))
+        if card.silenced:
+            elements.append(_button("End silence", ACTION_UNSILENCE, value))
     url = _safe_url(card.dashboard_url)
     if url:
         dashboard = _button("Open in dashboard", ACTION_DASHBOARD, value)

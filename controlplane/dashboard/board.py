@@ -30,7 +30,6 @@ from django.db.models import (
     F,
     IntegerField,
     OuterRef,
-    Q,
     Subquery,
     Value,
     When,
@@ -311,12 +310,7 @@ def _row(
 
 def active_silences(*, now: datetime) -> dict[int, ToolSilence]:
     """Each tool's silence in force now (the newest), in one query."""
-    rows = (
-        ToolSilence.objects.filter(ended_at__isnull=True)
-        .filter(Q(until__gt=now) | Q(until__isnull=True, incident__closed_at__isnull=True))
-        .exclude(until__isnull=True, incident__isnull=True)
-        .order_by("tool_id", "-set_at", "-pk")
-    )
+    rows = ToolSilence.objects.in_force(now).order_by("tool_id", "-set_at", "-pk")
     found: dict[int, ToolSilence] = {}
     for row in rows[:BOARD_MAX_TOOLS]:
         found.setdefault(row.tool_id, row)

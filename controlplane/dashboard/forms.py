@@ -110,6 +110,7 @@ class AuditFilterForm(forms.Form):
             *ACTION_CHOICES,
             ("acknowledge", "Acknowledge"),
             ("silence", "Silence"),
+            ("unsilence", "End silence"),
         ],
     )
     page = forms.IntegerField(required=False, min_value=1, max_value=10_000)

@@ -15,6 +15,7 @@ from django.db.models import Count, F, Max, Q, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from breakers.alerts.silences import active_silence
 from breakers.fleet.rules import OUT_STATES
 from breakers.fleet_service import UnknownToolError, fleet_tool_details
 from breakers.models import (
@@ -24,6 +25,7 @@ from breakers.models import (
     Probe,
     Tool,
     ToolPolicy,
+    ToolSilence,
     effective_policy,
 )
 from controlplane.dashboard.board import ACTIVE_RUN_WINDOW, WORKER_LIVE_WINDOW, WORKER_OUT_STATES
@@ -93,6 +95,8 @@ class ToolPage:
     incidents: list[Incident]
     actions: list[OperatorAction]
     generated_at: datetime
+    # The silence holding its repeat alerts now (set from Slack), if any.
+    silence: ToolSilence | None = None
 
     @property
     def is_forced(self) -> bool:
@@ -134,6 +138,7 @@ def tool_page(*, tool: Tool, now: datetime | None = None) -> ToolPage:
         incidents=list(tool.incidents.order_by("-opened_at", "-id")[:RECENT_INCIDENTS]),
         actions=list(tool.operator_actions.order_by("-at", "-id")[:RECENT_ACTIONS]),
         generated_at=now,
+        silence=active_silence(tool.pk, now=now),
     )
 
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("tools/<int:pk>/", views.tool_detail, name="tool"),
     path("tools/<int:pk>/act/", views.tool_action, name="tool-action"),
     path("tools/<int:pk>/policy/", views.tool_policy, name="tool-policy"),
+    path("tools/<int:pk>/unsilence/", views.tool_unsilence, name="tool-unsilence"),
     path("incidents/", views.incidents, name="incidents"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),
     path("outages/", views.outages, name="outages"),

@@ -23,7 +23,11 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HttpResponseClientRefresh, trigger_client_event
+from django_htmx.http import (
+    HttpResponseClientRedirect,
+    HttpResponseClientRefresh,
+    trigger_client_event,
+)
 
 from breakers.access.operators import is_operator, operator_required
 from breakers.fleet.rules import OperatorActionKind
@@ -36,6 +40,7 @@ from breakers.fleet_service import (
 )
 from breakers.models import AlertState, Incident, OperatorAction, SlackUser, Tool
 from breakers.slack.linking import LinkError, SlackIdentity, link_slack_user, read_link_token
+from breakers.slack.silences import NotSilencedError, end_silence
 from controlplane.dashboard.alerts_page import alerts_page
 from controlplane.dashboard.board import (
     ACTIVE_RUN_WINDOW,
@@ -251,6 +256,33 @@ def tool_policy(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
         return _render_tool(request, _tool_or_404(pk), form, status=400)
     messages.success(request, f"Policy of {tool.name} saved.")
     return HttpResponseRedirect(reverse("dashboard:tool", args=[tool.pk]) + "#policy", status=303)
+
+
+@require_http_methods(["POST"])
+@operator_required
+def tool_unsilence(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
+    """End the tool's silence (the one the page showed) early; one that has already ended is
+    told, not an error."""
+    tool = _tool_or_404(pk)
+    raw = request.POST.get("silence", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        messages.error(request, "That form does not name a silence; nothing was changed.")
+    else:
+        try:
+            end_silence(
+                tool=tool,
+                silence_id=int(raw),
+                user=cast(User, request.user),  # operator_required: signed in
+                where="tool page",
+            )
+        except NotSilencedError as exc:
+            messages.info(request, str(exc))
+        else:
+            messages.success(request, f"The silence of {tool.name} has ended: alerts resume.")
+    url = reverse("dashboard:tool", args=[tool.pk]) + "#silence"
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return HttpResponseRedirect(url, status=303)
 
 
 # -- incidents, audit -------------------------------------------------------------------------

@@ -44,7 +44,8 @@ class Flaky:
         lines = log.read_text().split() if log.exists() else []
         return len(lines) if tool is None else lines.count(tool)
 
-    def stdio(self) -> dict[str, Any]:
+    def stdio(self, *, delay: float = 0.0, gate: Path | None = None) -> dict[str, Any]:
+        """Its stdio config; with `delay` or `gate`, a slow starter (see mcp_upstream.py)."""
         args = [
             "-m",
             "scripts.testing.mcp_upstream",
@@ -53,6 +54,10 @@ class Flaky:
             "--name",
             self.name,
         ]
+        if delay:
+            args += ["--delay", str(delay)]
+        if gate is not None:
+            args += ["--gate", str(gate)]
         return {"command": PYTHON, "args": args, "cwd": str(ROOT)}
 
 

@@ -1,6 +1,10 @@
 """A local MCP server whose tools fail on command, for the gateway tests and benchmark.
 
     python -m scripts.testing.mcp_upstream --state STATE.json [--http PORT] [--name NAME]
+        [--delay SECONDS] [--gate PATH]
+
+--delay and --gate make a slow starter: it serves (reads its stdin) only after the delay and
+once the gate file exists.
 
 Each `tools/call` reads the tool's mode from STATE.json (`{"web_search": "fail"}`; a missing
 tool or file means "ok") and appends one line to STATE.json.calls, so a test can tell whether a
@@ -22,6 +26,7 @@ import io
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +144,13 @@ def main() -> None:
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--name", default="flaky")
     parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
+    parser.add_argument("--delay", type=float, default=0.0, help="sleep this long, then serve")
+    parser.add_argument("--gate", type=Path, help="serve once this file exists (a slow start)")
     args = parser.parse_args()
     server = build_server(args.state, args.name)
+    time.sleep(args.delay)
+    while args.gate is not None and not args.gate.exists():
+        time.sleep(0.02)
     if args.http:
         import uvicorn
 

@@ -19,6 +19,7 @@ from django.test import Client
 from playwright.sync_api import Page, expect
 
 from breakers.access.operators import operators_group
+from breakers.models import ToolSilence
 from runs.models import Run
 from tests.dashboard.factories import (
     T0,
@@ -79,6 +80,12 @@ def replay_like(transactional_db: None) -> dict[str, int]:
     make_fleet_transition(tool, at=T0, from_state="closed", to_state="open", reason=LONG_REASON)
     make_operator_action(tool, at=T0 + timedelta(minutes=1), reason=LONG_REASON)
     incident = make_incident(tool, opened_at=T0)
+    # Its repeat alerts silenced from Slack by someone with a long name: the tool page's panel
+    # and the board's marker at their widest.
+    ToolSilence.objects.create(
+        tool=tool, incident=incident, until=None, set_by=f"@{PREFIX}on-call via Slack",
+        via="Slack (@on-call)",
+    )  # fmt: skip
     # An outage replay batch (the outages page and its charts), one of whose runs is shown too.
     replays = make_replay_batch(started_at=T0 - timedelta(hours=20), window_runs=60, workers=4)
     # Prompt-caching figures in the mode table, and a ways record (the ways section, its chart).

@@ -138,6 +138,7 @@ def test_pages_carry_csrf_for_htmx_and_load_htmx_locally(viewer_client: Client) 
         ("get", "/tools/{tool}/act/"),
         ("post", "/tools/{tool}/act/"),
         ("post", "/tools/{tool}/policy/"),
+        ("post", "/tools/{tool}/unsilence/"),
         ("get", "/incidents/{incident}/"),
     ],
 )

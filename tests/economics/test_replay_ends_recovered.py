@@ -9,13 +9,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import pytest
+import redis
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
 from breakers.management.commands.simulate_outage import stopped_as_interrupt
 from breakers.models import Incident, Tool
+from breakers.observability.health import BEAT_HEARTBEAT_KEY, write_beat_heartbeat
+from breakers.replay.orchestration import tick_note
 from breakers.replay.outage import (
     RunRecord,
     Scenario,
@@ -86,3 +90,16 @@ def test_a_replay_stopped_by_sigterm_marks_itself_interrupted(
     (replay,) = OutageReplay.objects.all()
     assert replay.finished_at is not None and replay_interrupted(replay)
     assert replay.summary["interrupted_by"] == "SystemExit"
+
+
+def test_a_tool_no_trial_closed_says_when_the_fleet_tick_has_not_run(
+    redis_client: redis.Redis,
+) -> None:
+    """The demo's Celery worker fell behind beat and every fleet tick expired unrun, so no tool
+    went half-open: the reset's reason says so instead of blaming the agents."""
+    assert "fleet tick, which makes an open tool half-open, has not run" in tick_note()
+    redis_client.set(BEAT_HEARTBEAT_KEY, repr(time.time() - 600))
+    assert "last ran 600 s ago" in tick_note()
+    assert "Celery worker is stopped or behind beat" in tick_note()
+    write_beat_heartbeat()
+    assert tick_note() == ""

@@ -23,5 +23,6 @@ def test_the_fleet_operations_keep_their_ids() -> None:
         "fleet_force_open",
         "fleet_release",
         "fleet_reset",
+        "fleet_unsilence",
         "runs_api_post_events",
     }

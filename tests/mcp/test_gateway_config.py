@@ -11,6 +11,7 @@ import pytest
 
 from breaker_panel.mcp_gateway.__main__ import main, parse_args
 from breaker_panel.mcp_gateway.config import ConfigError, GatewayConfig
+from breaker_panel.vocabulary import Way
 
 STDIO = {"command": "python", "args": ["-m", "server"]}
 
@@ -37,6 +38,9 @@ BAD = [
         {"servers": {"a": STDIO}, "breaker": {"cooldown": 60, "max_cooldown": 10}},
         "breaker.max_cooldown",
     ),
+    ("bad way", {"servers": {"a": STDIO}, "way": "hide"}, "way must be one of"),
+    ("way not a string", {"servers": {"a": STDIO}, "way": ["refuse"]}, "way must be one of"),
+    ("bad server way", {"servers": {"a": {**STDIO, "way": None}}}, "servers.a.way must be one"),
 ]
 
 
@@ -55,6 +59,25 @@ def test_a_claude_desktop_block_is_accepted_as_is() -> None:
         ("docs", "http"),
     ]
     assert config.breaker.threshold == 5 and config.prefix == "collisions"
+
+
+def test_the_way_is_remove_unless_set_and_a_servers_way_overrides_the_configs() -> None:
+    plain = GatewayConfig.from_dict({"servers": {"a": STDIO}})
+    assert plain.way_of(plain.servers[0]) is Way.REMOVE and plain.way_notes() == []
+    config = GatewayConfig.from_dict(
+        {
+            "way": "refuse",
+            "servers": {
+                "a": STDIO,
+                "b": {**STDIO, "way": "remove"},
+                "c": {"url": "https://c.example/mcp", "way": "restrict"},
+            },
+        }
+    )
+    assert [config.way_of(s) for s in config.servers] == [Way.REFUSE, Way.REMOVE, Way.REFUSE]
+    assert config.servers[2].way is Way.RESTRICT  # asked for; served as refuse, and said so
+    [note] = config.way_notes()
+    assert "(servers: c) is served as refuse" in note
 
 
 def test_the_command_line_reports_a_bad_config_and_exits(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def test_a_stuck_upstream_fails_its_health_check_and_is_restarted(
         {"search": flaky.stdio()},
         health_interval=0.3,
         health_timeout=1,
-        connect_timeout=5,
+        connect_timeout=20,  # a start (Python importing mcp) takes over 5 s at load 20
     )
     log = tmp_path / "gateway.err"
 

@@ -10,6 +10,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from breakers.observability.health import BEAT_HEARTBEAT_KEY, beat_heartbeat
+from breakers.tasks import fleet_tick
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def test_readyz_needs_a_fresh_beat_heartbeat(client: Client, redis_client: redis
     assert response.json()["checks"]["beat"].startswith("no heartbeat yet")
     assert response.json()["checks"]["database"] == "ok"
 
-    beat_heartbeat()  # what the worker does each time beat sends it
+    fleet_tick()  # what the worker does each time beat sends the fleet tick
     response = client.get("/readyz")
     assert response.status_code == 200, response.json()
     assert response.json()["status"] == "ready"
@@ -57,3 +58,15 @@ def test_readyz_reports_redis_down(client: Client, settings: Settings) -> None:
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["checks"]["redis"].startswith("error: ConnectionError")
+
+
+def test_beat_sends_no_heartbeat_task_of_its_own(
+    client: Client, redis_client: redis.Redis, settings: Settings
+) -> None:
+    """The tick writes the heartbeat (one task per tick, not two); a heartbeat message queued by
+    an older beat still counts."""
+    tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert "breakers.fleet_tick" in tasks
+    assert "breakers.beat_heartbeat" not in tasks
+    beat_heartbeat()
+    assert client.get("/readyz").status_code == 200

@@ -50,3 +50,35 @@ def test_purge_stops_after_max_batches_and_the_next_run_continues(aged_rows: Run
     while not purge_expired(batch_size=2, max_batches=1).finished:
         pass
     assert ToolCall.objects.count() == 2
+
+
+def test_slack_press_records_are_purged_after_their_retention(settings: Settings) -> None:
+    from breakers.models import OperatorAction, SlackAction
+    from breakers.slack.retention import purge_slack_actions
+    from tests.dashboard.factories import make_incident, make_operator_action, make_tool
+
+    settings.RETENTION_SLACK_ACTIONS_DAYS = 30
+    now = timezone.now()
+    tool = make_tool("web_search", state="open")
+    incident = make_incident(tool, opened_at=now - timedelta(days=40))
+    audit = make_operator_action(tool, at=now - timedelta(days=40), action="acknowledge")
+    for n, age in enumerate([40, 40, 31, 29, 1]):
+        SlackAction.objects.create(
+            incident=incident, action="acknowledge", via=f"Slack (@u{n})",
+            received_at=now - timedelta(days=age),
+        )  # fmt: skip
+    result = purge_slack_actions(now=now, batch_size=2)
+    assert result.finished and result.deleted == {"breakers.SlackAction": 3}
+    assert sorted(SlackAction.objects.values_list("via", flat=True)) == [
+        "Slack (@u3)", "Slack (@u4)"
+    ]  # fmt: skip
+    assert OperatorAction.objects.filter(pk=audit.pk).exists(), "the audit log is kept"
+
+
+def test_beat_runs_the_slack_press_purge_with_the_others() -> None:
+    import breakers.tasks  # noqa: F401  (registers the task, as the worker's autodiscovery does)
+    from controlplane.celery import app
+
+    schedule = app.conf.beat_schedule
+    assert schedule["purge-slack-actions"]["task"] == "breakers.purge_slack_actions"
+    assert "breakers.purge_slack_actions" in app.tasks

@@ -59,7 +59,7 @@ def all_text(payload: dict[str, Any]) -> str:
         (
             {"silenced_by": "@ana via Slack", "silenced_until": T0 + timedelta(hours=2)},
             Phase.SILENCED,
-            ["bp_acknowledge", "bp_force_open", "bp_force_close"],
+            ["bp_acknowledge", "bp_force_open", "bp_force_close", "bp_unsilence"],
         ),
         ({"state": "closed", "closed_at": T0 + timedelta(minutes=22)}, Phase.RECOVERED, []),
         (

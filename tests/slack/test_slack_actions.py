@@ -458,3 +458,85 @@ def test_a_user_id_that_is_not_slacks_is_a_400_not_a_database_error(
     assert response.status_code == 400
     assert "who pressed" in response.content.decode()
     assert not SlackAction.objects.exists()
+
+
+# -- one card update per press, ending a silence -------------------------------------------------
+
+
+def card_updates(standin: SlackStandIn) -> int:
+    return sum(1 for method, _ in standin.calls if method == "chat.update")
+
+
+@pytest.mark.parametrize("action_id", ["bp_force_close", "bp_force_open"])
+def test_a_force_from_slack_updates_its_card_once(
+    bot: SlackStandIn, operator: User, slack_worker: Any, action_id: str
+) -> None:
+    # The press's task and the fleet's own card sync both rewrote it: two chat.update calls.
+    incident = opened_incident()
+    card = the_card(bot)
+    slack_worker.wait_idle()
+    assert card_updates(bot) == 0
+    _, _, view_id = bot.press(
+        ts=card.ts, action_id=action_id, value=str(incident.pk), user_id="U0OPERATOR"
+    )
+    assert view_id is not None
+    bot.submit(view_id, {"reason": "vendor incident INC-1"})
+    wait_for(lambda: Tool.objects.get(name="web_search").forced != "", "forced")
+    wait_edited(bot, card.ts, 1, "the message updated in place")
+    slack_worker.wait_idle()
+    assert card_updates(bot) == 1
+    assert color(bot.message(card.ts)) == COLORS[Phase.FORCED]  # type: ignore[arg-type]
+
+
+def test_a_silence_ends_early_from_its_card_once_and_audited(
+    bot: SlackStandIn, operator: User, slack_worker: Any
+) -> None:
+    incident = opened_incident()
+    card = the_card(bot)
+    bot.press(
+        ts=card.ts, action_id="bp_silence", value="", user_id="U0OPERATOR",
+        option=f"{incident.pk}:recovery",
+    )  # fmt: skip
+    wait_for(
+        lambda: "bp_unsilence" in buttons(bot.message(card.ts)),  # type: ignore[arg-type]
+        "the End silence button on the silenced card",
+    )
+    slack_worker.wait_idle()
+    before = card_updates(bot)
+    bot.press(ts=card.ts, action_id="bp_unsilence", value=str(incident.pk), user_id="U0OPERATOR")
+    wait_for(lambda: color(bot.message(card.ts)) == COLORS[Phase.OPEN], "the red card again")  # type: ignore[arg-type]
+    slack_worker.wait_idle()
+    assert card_updates(bot) == before + 1
+    card = bot.message(card.ts)  # type: ignore[assignment]
+    assert "bp_unsilence" not in buttons(card) and "bp_silence" in buttons(card)
+    silence = ToolSilence.objects.get()
+    assert silence.ended_at is not None
+    assert (silence.ended_by, silence.ended_via) == ("@operator via Slack", "Slack (@operator)")
+    row = OperatorAction.objects.get(action="unsilence")
+    assert (row.actor, row.via, row.user) == ("user:oncall-op", "Slack (@operator)", operator)
+    assert "@operator via Slack (until recovery)" in row.reason
+
+    # The same press again (an old copy of the card): told, nothing changes, no 500.
+    status, _, _ = bot.press(
+        ts=card.ts, action_id="bp_unsilence", value=str(incident.pk), user_id="U0OPERATOR"
+    )
+    assert status == 200
+    wait_for(lambda: bot.ephemerals_for("U0OPERATOR"), "the answer to the second press")
+    assert "is not silenced" in bot.ephemerals_for("U0OPERATOR")[-1]
+    assert OperatorAction.objects.filter(action="unsilence").count() == 1
+
+
+def test_ending_a_silence_from_slack_needs_the_operator_permission(
+    bot: SlackStandIn, operator: User, viewer: User
+) -> None:
+    incident = opened_incident()
+    card = the_card(bot)
+    bot.press(
+        ts=card.ts, action_id="bp_silence", value="", user_id="U0OPERATOR",
+        option=f"{incident.pk}:2h",
+    )  # fmt: skip
+    wait_for(lambda: ToolSilence.objects.exists(), "the silence")
+    bot.press(ts=card.ts, action_id="bp_unsilence", value=str(incident.pk), user_id="U0VIEWER01")
+    wait_for(lambda: bot.ephemerals_for("U0VIEWER01"), "the refusal")
+    assert "ending a silence need the operator permission" in bot.ephemerals_for("U0VIEWER01")[0]
+    assert ToolSilence.objects.get().ended_at is None

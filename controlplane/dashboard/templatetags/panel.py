@@ -181,6 +181,12 @@ def clock(value: datetime | None) -> str:
     return "—" if value is None else _as_utc(value).strftime("%H:%M:%S.%f")[:-3]
 
 
+@register.filter
+def hhmm(value: datetime | None) -> str:
+    """Hours and minutes in UTC, for a time within the day ahead (a silence's end)."""
+    return "—" if value is None else _as_utc(value).strftime("%H:%M")
+
+
 def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -284,6 +290,7 @@ _ACTION_LABELS = {
     "reset": "Reset",
     "acknowledge": "Acknowledge",
     "silence": "Silence",
+    "unsilence": "End silence",
 }
 
 

@@ -29,7 +29,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="breaker-panel-mcp",
         description="Front MCP servers with per-tool circuit breakers: broken tools leave "
-        "tools/list and clients are told when the list changes.",
+        "tools/list and clients are told when the list changes (with the config's way refuse, "
+        "they stay listed and their calls are refused).",
     )
     parser.add_argument("--config", required=True, help="the gateway's JSON config file")
     parser.add_argument("--http", metavar="PORT", type=int, help="serve streamable HTTP (/mcp)")
@@ -185,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         breakers = build_breakers(config, args)
     except (ConfigError, ValueError) as exc:
         sys.exit(f"breaker-panel-mcp: error: {exc}")
+    for note in config.way_notes():
+        print(f"breaker-panel-mcp: note: {note}", file=sys.stderr, flush=True)
     gateway = Gateway(config, breakers, passthrough=args.passthrough)
     if isinstance(breakers, FleetBreakers) and isinstance(breakers.plane, GatewayPlane):
         breakers.plane.on_fleet_change = gateway.wake

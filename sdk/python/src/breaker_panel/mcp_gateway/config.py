@@ -2,6 +2,7 @@
 
 A JSON object. `servers` (or `mcpServers`, so a Claude Desktop block can be pasted as is) maps
 a name to `{"command", "args", "env", "cwd"}` (stdio) or `{"url", "headers"}` (streamable HTTP).
+`way` (top level, or per server overriding it) is how an open tool is taken away from clients.
 Every mistake is a `ConfigError` that names the field.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from breaker_panel.integrations.mcp import DEFAULT_RETRYABLE_PATTERNS, McpClassifier
 from breaker_panel.mcp_gateway.checks import ChecksConfig, ChecksError, parse_checks
+from breaker_panel.ways import Way, integration_way
 
 __all__ = ["PREFIX_MODES", "BreakerSettings", "ConfigError", "GatewayConfig", "UpstreamConfig"]
 
@@ -39,6 +41,8 @@ class UpstreamConfig:
     # Tool name (as this upstream names it) -> the arguments of the call the gateway makes as
     # its half-open trial when no client calls it (probe.py).
     probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How this upstream's open tools are taken away (None: the config's `way`).
+    way: Way | None = None
 
     @property
     def transport(self) -> str:
@@ -83,6 +87,26 @@ class GatewayConfig:
     probe_after: float = 10.0
     # Result checks on every call (the `checks` block, mcp_gateway/checks.py): on by default.
     checks: ChecksConfig = field(default_factory=ChecksConfig)
+    # How an open tool is taken away from clients: `remove` (it leaves tools/list, clients hear
+    # list_changed) or `refuse` (it stays listed, byte-identical; its calls get the notice).
+    # `restrict` is accepted and means `refuse`: MCP has no allowed-tools list.
+    # docs/adr/0210-the-gateways-way-of-taking-a-tool-away.md
+    way: Way = Way.REMOVE
+
+    def way_of(self, upstream: UpstreamConfig) -> Way:
+        """The way applied to `upstream`'s tools: `remove` or `refuse`."""
+        return integration_way(upstream.way or self.way)
+
+    def way_notes(self) -> list[str]:
+        """What to say once at start about the ways asked for (`restrict` falls back)."""
+        restricted = [s.name for s in self.servers if (s.way or self.way) is Way.RESTRICT]
+        if not restricted:
+            return []
+        return [
+            f"way restrict (servers: {', '.join(restricted)}) is served as refuse: MCP has no "
+            "allowed-tools list, so an open tool stays in tools/list and its calls are "
+            "answered with the notice"
+        ]
 
     @classmethod
     def load(cls, path: str | Path) -> GatewayConfig:
@@ -100,7 +124,7 @@ class GatewayConfig:
         _only(data, {"servers", "mcpServers", "prefix", "separator", "call_timeout",
                      "connect_timeout", "agent", "breaker", "token_env",
                      "health_interval", "health_timeout", "max_result_bytes",
-                     "session_idle_timeout", "list_ttl", "probe_after", "checks"},
+                     "session_idle_timeout", "list_ttl", "probe_after", "checks", "way"},
               "the config")  # fmt: skip
         raw = data.get("servers", data.get("mcpServers"))
         servers = _object(raw, "servers")
@@ -128,6 +152,7 @@ class GatewayConfig:
         if isinstance(max_result, bool) or not isinstance(max_result, int) or max_result < 1024:
             raise ConfigError("max_result_bytes must be a whole number of at least 1024")
         return cls(
+            way=_way(data.get("way", Way.REMOVE.value), "way"),
             checks=checks,
             max_result_bytes=max_result,
             servers=tuple(_upstream(name, spec) for name, spec in servers.items()),
@@ -153,8 +178,9 @@ def _upstream(name: str, spec: Any) -> UpstreamConfig:
     if not _NAME.match(name):
         raise ConfigError(f"{where}: a server name is 1-64 letters, digits, _ or -")
     spec = _object(spec, where)
-    _only(spec, {"command", "args", "env", "cwd", "url", "headers", "probes"}, where)
+    _only(spec, {"command", "args", "env", "cwd", "url", "headers", "probes", "way"}, where)
     probes = _probes(spec.get("probes", {}), f"{where}.probes")
+    way = _way(spec["way"], f"{where}.way") if "way" in spec else None
     if ("command" in spec) == ("url" in spec):
         raise ConfigError(f"{where}: give either command (stdio) or url (streamable HTTP)")
     if "url" in spec:
@@ -162,7 +188,7 @@ def _upstream(name: str, spec: Any) -> UpstreamConfig:
         if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
             raise ConfigError(f"{where}.url must be an http(s):// URL")
         return UpstreamConfig(
-            name, url=url, headers=_strings(spec, "headers", where), probes=probes
+            name, url=url, headers=_strings(spec, "headers", where), probes=probes, way=way
         )
     command = spec["command"]
     if not isinstance(command, str) or not command:
@@ -180,6 +206,7 @@ def _upstream(name: str, spec: Any) -> UpstreamConfig:
         env=_strings(spec, "env", where),
         cwd=cwd,
         probes=probes,
+        way=way,
     )
 
 
@@ -221,6 +248,13 @@ def _breaker(data: Any) -> BreakerSettings:
         retryable_patterns=tuple(patterns),
         check_interval=_positive(data, "check_interval", 1.0, "breaker.check_interval"),
     )
+
+
+def _way(value: Any, where: str) -> Way:
+    choices = [w.value for w in Way]
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"{where} must be one of {choices}, got {value!r:.50}")
+    return Way(value)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

@@ -4,8 +4,9 @@ Every `tools/call` goes through the breaker: an open tool is answered at once wi
 result carrying the notice, anything else is relayed to its upstream as plain JSON-RPC (see
 passthrough.py) and its outcome classified and recorded. After each call, each fleet sync and
 every `check_interval`, the offered set is computed again; when it changed, every client
-session is sent `notifications/tools/list_changed`. A half-open tool that no client calls gets
-its configured probe as its trial (probe.py).
+session is sent `notifications/tools/list_changed`. Under `way: refuse` an open tool stays in
+`tools/list` unchanged (a client's prompt cache holds) and only its calls are refused. A
+half-open tool that no client calls gets its configured probe as its trial (probe.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from breaker_panel.mcp_gateway.passthrough import (  # noqa: E402
 from breaker_panel.mcp_gateway.probe import Prober  # noqa: E402
 from breaker_panel.mcp_gateway.upstream import Upstream  # noqa: E402
 from breaker_panel.per_call import PerCallBreakers  # noqa: E402
+from breaker_panel.vocabulary import Way  # noqa: E402
 
 __all__ = ["Gateway", "Upstream"]  # Upstream: from upstream.py, where it lives
 
@@ -108,6 +110,10 @@ class Gateway:
         self.catalog: dict[str, tuple[Upstream, str]] = {}  # exposed name -> (upstream, its name)
         self.tools: dict[str, types.Tool] = {}
         self.offered: frozenset[str] = frozenset()
+        # What tools/list shows: the offered tools, and those of `way: refuse` upstreams, which
+        # stay listed when taken away (`kept`).
+        self.listed: frozenset[str] = frozenset()
+        self.kept: frozenset[str] = frozenset()
         self.notifications_sent = 0
         self.bus = InMemorySubscriptionBus()
         self.server = _GatewayServer(
@@ -128,24 +134,24 @@ class Gateway:
         self._front: StdioFront | None = None  # serving stdio: it notifies its client itself
         self._changed = anyio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._settled_by = 0.0  # anyio time: start-ups are waited for until then, not after
         self.called: dict[str, float] = {}  # exposed name -> when a call of it last came
         self.prober = Prober(self)  # the trial of a half-open tool nobody calls (probe.py)
 
     # -- running -----------------------------------------------------------------------------
 
     async def run(self, serve: Callable[[Gateway], Awaitable[None]]) -> None:
-        """Connect the upstreams, then `serve(self)` until it returns; then shut down."""
+        """`serve(self)` until it returns, the upstreams starting meanwhile; then shut down.
+
+        A client's `initialize` is answered at once: `tools/list` and a call of a name not yet
+        served wait for the upstreams still starting (`settled`), up to `connect_timeout`; one
+        that starts later is announced with `list_changed` like any other change."""
         self._loop = asyncio.get_running_loop()
+        self._settled_by = anyio.current_time() + self.config.connect_timeout
         async with anyio.create_task_group() as group:
             for upstream in self.upstreams:
                 group.start_soon(upstream.run)
-            with anyio.move_on_after(self.config.connect_timeout):
-                for upstream in self.upstreams:
-                    await upstream.attempted.wait()
-            for upstream in self.upstreams:
-                if upstream.client is None:
-                    logger.warning("upstream %s is not connected yet", upstream.name)
-            await self.refresh(notify=False)
+            group.start_soon(self._report_slow_starts)
             group.start_soon(self._watch)
             if any(upstream.config.probes for upstream in self.upstreams):
                 group.start_soon(self.prober.run)
@@ -155,6 +161,19 @@ class Gateway:
             # stdin, so deliver what the control plane has not seen before the upstreams close.
             await anyio.to_thread.run_sync(self.breakers.close)
             group.cancel_scope.cancel()
+
+    async def settled(self) -> None:
+        """Wait until every upstream's first start is over (either way), or `connect_timeout`
+        after the gateway started, whichever comes first."""
+        with anyio.move_on_after(self._settled_by - anyio.current_time()):
+            for upstream in self.upstreams:
+                await upstream.attempted.wait()
+
+    async def _report_slow_starts(self) -> None:
+        await self.settled()
+        for upstream in self.upstreams:
+            if upstream.client is None:
+                logger.warning("upstream %s is not connected yet", upstream.name)
 
     def wake(self) -> None:
         """Thread-safe: re-check the offered set now (the fleet state changed)."""
@@ -210,14 +229,24 @@ class Gateway:
     # -- the offered set ---------------------------------------------------------------------
 
     async def refresh(self, *, notify: bool = True) -> frozenset[str]:
-        """Compute the offered set; if it changed, tell every client session."""
+        """Compute the offered set; if what tools/list shows changed, tell every client session
+        (a tool taken away under `way: refuse` stays listed: no list_changed for it; none while
+        the upstreams are starting: no list has been answered yet, each waits for them)."""
         offered = self.breakers.offered(self.tools)  # no await: one consistent read
-        if offered == self.offered:
+        listed = offered | self.kept
+        if offered == self.offered and listed == self.listed:
             return offered
-        self.offered = offered
-        if notify:
+        changed = listed != self.listed
+        self.offered, self.listed = offered, listed
+        if notify and changed and not self._starting():
             await self._notify()
         return offered
+
+    def _starting(self) -> bool:
+        """Some upstream's first start is not over, and `settled()` still waits for it."""
+        return anyio.current_time() < self._settled_by and not all(
+            upstream.attempted.is_set() for upstream in self.upstreams
+        )
 
     async def _watch(self) -> None:
         while True:
@@ -229,7 +258,7 @@ class Gateway:
 
     async def _notify(self) -> None:
         self.notifications_sent += 1
-        logger.info("offered tools changed: %s", ", ".join(sorted(self.offered)))
+        logger.info("listed tools changed: %s", ", ".join(sorted(self.listed)))
         async with anyio.create_task_group() as group:  # a slow client delays nobody else
             for connection, session in list(self._sessions.items()):
                 group.start_soon(self._notify_one, connection, session)
@@ -271,6 +300,11 @@ class Gateway:
                 tools[exposed] = tool.model_copy(update={"name": exposed})
         self.checks.update({name: tool.output_schema for name, tool in tools.items()})
         self.catalog, self.tools = catalog, tools
+        self.kept = frozenset(
+            name
+            for name, (upstream, _) in catalog.items()
+            if self.config.way_of(upstream.config) is Way.REFUSE
+        )
 
     def _exposed_name(self, upstream: Upstream, name: str, count: int) -> str:
         mode = self.config.prefix
@@ -282,9 +316,11 @@ class Gateway:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         self._remember(ctx)
-        offered = await self.refresh()
+        await self.settled()
+        await self.refresh()
         return types.ListToolsResult(
-            tools=[t for n, t in self.tools.items() if n in offered], ttl_ms=self.list_ttl_ms()
+            tools=[t for n, t in self.tools.items() if n in self.listed],
+            ttl_ms=self.list_ttl_ms(),
         )
 
     def list_ttl_ms(self) -> int:
@@ -292,7 +328,7 @@ class Gateway:
         the list can change by itself, the end of the first cooldown; `list_ttl` at most. A
         failure or an operator can change it sooner: then the refusal and list_changed tell."""
         cap = self.config.list_ttl
-        due = self.breakers.retry_in(name for name in self.tools if name not in self.offered)
+        due = self.breakers.retry_in(name for name in self.tools if name not in self.listed)
         return int(1000 * (cap if due is None else min(cap, due)))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
@@ -326,6 +362,9 @@ class Gateway:
         else relayed and its outcome recorded. `check(result)` returns what to answer with, or
         raises if the upstream's result is malformed (a retryable failure)."""
         entry = self.catalog.get(name)
+        if entry is None:  # maybe the tool of an upstream still starting
+            await self.settled()
+            entry = self.catalog.get(name)
         if entry is None:
             raise UnknownTool(self._unknown(name))
         self.called[name] = anyio.current_time()  # a client's call is the trial: no probe

@@ -4,6 +4,9 @@ Redis steps, alert rows claimed once); beat's tick and sweep re-send what was lo
 
 from __future__ import annotations
 
+import logging
+
+import redis
 from celery import Task, shared_task
 from django.conf import settings
 
@@ -16,6 +19,8 @@ from breakers.slack import respond as slack_respond_service
 from breakers.slack import retention as slack_retention
 from breakers.slack import sync as slack_sync
 
+logger = logging.getLogger(__name__)
+
 # A probe that waited this long in the queue is stale: the next tick sends a fresh one.
 PROBE_EXPIRES_SECONDS = 60
 
@@ -24,7 +29,10 @@ PROBE_EXPIRES_SECONDS = 60
 def fleet_tick() -> int:
     # The heartbeat /readyz reads: a tick that ran proves beat, the broker and a worker work
     # (one task per tick, not two: ADR 0193's note on beat's load).
-    health.write_beat_heartbeat()
+    try:
+        health.write_beat_heartbeat()
+    except redis.RedisError:  # a health note: the tick's own work must not wait on it
+        logger.warning("fleet tick: could not write the beat heartbeat", exc_info=True)
     backlog.apply_fleet_backlog()  # first: outcomes that committed while Redis was failing
     orders = fleet_service.fleet_tick()
     for order in orders:

@@ -24,9 +24,10 @@ from typing import Any
 from django.db import connection
 from django.db.models import (
     Avg,
+    BooleanField,
     Count,
-    DateTimeField,
     Exists,
+    ExpressionWrapper,
     F,
     IntegerField,
     Max,
@@ -36,7 +37,6 @@ from django.db.models import (
     QuerySet,
     Value,
 )
-from django.db.models.functions import Cast
 
 from runs.incident_runs import runs_affected
 from runs.models import (
@@ -298,10 +298,13 @@ _RUN_SUMS: dict[str, tuple[str, str, str]] = {
     "unpriced": ("SUM", '"unpriced_n"', f"{_D} OR {_H}"),
     # The failing runs measured: those that met the failure and kept the tool to their end.
     "kept_mean": ("AVG", '"spend"', f'{_D} AND NOT "lost" AND {_F}'),
-    "kept_sd": ("STDDEV_SAMP", '"spend"', f'{_D} AND NOT "lost" AND {_F}'),
-    # Hidden runs that started after the window's last failure seen ("last": per window).
-    "u_n": ("COUNT", "1", f'{_H} AND {_F} AND "started" > "last"'),
-    "u_spend": ("SUM", '"spend"', f'{_H} AND {_F} AND "started" > "last"'),
+    # Their spread from sums, not STDDEV_SAMP: SQLite has none of its own, and Django's Python
+    # stand-in fails on the NULLs of the other runs (``_sample_sd``).
+    "kept_sum": ("SUM", '"spend"', f'{_D} AND NOT "lost" AND {_F}'),
+    "kept_sq": ("SUM", '"spend" * "spend"', f'{_D} AND NOT "lost" AND {_F}'),
+    # Hidden runs that started after the window's last failure seen ("after": per window).
+    "u_n": ("COUNT", "1", f'{_H} AND {_F} AND "after"'),
+    "u_spend": ("SUM", '"spend"', f'{_H} AND {_F} AND "after"'),
 }
 _DECIMALS = {"d_spend", "h_spend", "r_spend", "hf_spend", "kept_mean", "u_spend"}
 _INTEGERS = {"d_ms", "unpriced"}
@@ -318,13 +321,13 @@ def _run_sums(
     parts = [
         r.annotate(
             w=Value(i, output_field=IntegerField()),
-            # Typed even when NULL, so every part of the union agrees on the column's type.
-            last=Cast(Value(last_failures[i]), output_field=DateTimeField()),
+            # Compared by the ORM, to the microsecond on every backend (SQLite's datetime cast
+            # keeps milliseconds), and typed alike in every part of the union.
+            after=_started_after(last_failures[i]),
             spend=F("model_spend_usd"),
             ms=F("duration_ms"),
             unpriced_n=F("unpriced_calls"),
-            started=F("started_at"),
-        ).values("w", "hit", "lost", "spend", "ms", "unpriced_n", "started", "last")
+        ).values("w", "hit", "lost", "spend", "ms", "unpriced_n", "after")
         for i, r in enumerate(runs)
     ]
     first, *others = parts
@@ -342,6 +345,21 @@ def _run_sums(
         name: 0 for name, spec in _RUN_SUMS.items() if spec[0] == "COUNT"
     }
     return [_typed(found.get(i, blank)) for i in range(len(runs))]
+
+
+def _started_after(last: datetime | None) -> Any:
+    """Whether a run started after ``last`` (never, when there is no last failure)."""
+    if last is None:
+        return Value(False, output_field=BooleanField())
+    return ExpressionWrapper(Q(started_at__gt=last), output_field=BooleanField())
+
+
+def _sample_sd(n: int | None, total: Any, squares: Any) -> float | None:
+    """The sample standard deviation of ``n`` values from their sum and sum of squares."""
+    if not n or n < 2 or total is None or squares is None:
+        return None
+    total, squares = float(total), float(squares)
+    return math.sqrt(max(0.0, (squares - total * total / n) / (n - 1)))
 
 
 _SPEND_PLACES = Decimal(1).scaleb(-Run._meta.get_field("model_spend_usd").decimal_places)  # type: ignore[union-attr]
@@ -433,7 +451,14 @@ def _failing_run_costs(
 ) -> list[FailingRunCost]:
     """Per window: what a run that meets the failing tool and keeps it would spend (see the
     module doc); measured where at least ``MIN_MEASURED_RUNS`` such runs finished."""
-    kept = [{"n": s["k_n"], "mean": s["kept_mean"], "sd": s["kept_sd"]} for s in sums]
+    kept = [
+        {
+            "n": s["k_n"],
+            "mean": s["kept_mean"],
+            "sd": _sample_sd(s["k_n"], s["kept_sum"], s["kept_sq"]),
+        }
+        for s in sums
+    ]
     costs: dict[int, FailingRunCost] = {}
     for i in range(len(windows)):
         row = kept[i]

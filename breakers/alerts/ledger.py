@@ -40,7 +40,10 @@ def streak_starts(incidents: Sequence[Incident]) -> list[datetime]:
     first: dict[tuple[str, str], datetime] = {}
     if wanted:
         calls = ToolCall.objects.filter(wanted).values_list("tool", "event_id", "ts")
-        first = {(tool, event_id): ts for tool, event_id, ts in calls}
+        # An event id is unique per worker only: the earliest of the rows that share one.
+        for tool, event_id, ts in calls:
+            key = (tool, event_id)
+            first[key] = min(ts, first.get(key, ts))
     starts = []
     for incident in incidents:
         times = [

@@ -1,6 +1,6 @@
 """``replay_ways`` invocations as rows (``runs.models.WaysReplay``): written as each play
 finishes, marked when the command stops half-played, read back newest first
-(docs/adr/XXXX-ways-replays-are-rows.md)."""
+(docs/adr/0216-ways-replays-are-rows-written-per-play.md)."""
 
 from __future__ import annotations
 

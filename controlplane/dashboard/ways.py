@@ -191,11 +191,7 @@ def _provider_ways(provider: str, rows: Sequence[Mapping[str, Any]]) -> Provider
                 cached_share_kept=r["cached_share_kept"],
                 hidden_tool_calls=r["hidden_tool_calls"],
                 mean_run_duration_s=r["mean_run_duration_s"],
-                goal=""
-                if r["way"] is None
-                else "met"
-                if goal[(r["mode"], r["way"])][0]
-                else "missed",
+                goal="" if r["way"] is None else _goal_word(goal[(r["mode"], r["way"])][0]),
                 goal_text="" if r["way"] is None else goal[(r["mode"], r["way"])][1],
             )
             for r in mine
@@ -285,3 +281,9 @@ def _mean_duration(provider: ProviderWays, way: str) -> float | None:
         if r.way == way and r.mode in WAY_MODES and r.mean_run_duration_s is not None
     ]
     return sum(values) / len(values) if values else None
+
+
+def _goal_word(verdict: bool | None) -> str:
+    """A way's verdict on the goal in one mode: "not judged" where remove was not played in that
+    mode (nothing to hold it against)."""
+    return {True: "met", False: "missed", None: "not judged"}[verdict]

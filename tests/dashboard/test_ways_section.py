@@ -129,3 +129,17 @@ def test_the_mode_table_shows_cached_spend_per_provider_and_old_replays_still_re
     assert "Cached spend: Anthropic, OpenAI" in html
     assert "$123.46<br>$98.70" in html
     assert "—<br>—" in html  # a corrupt figure reads as unknown
+
+
+def test_a_way_without_remove_s_figure_in_its_mode_is_not_judged_not_missed(
+    viewer_client: Client,
+) -> None:
+    from breakers.replay.ways_matrix import cheapest_ways
+
+    record = make_ways_replay(providers=("openai",))
+    record.rows = [r for r in record.rows if not (r["mode"] == "worker" and r["way"] == "remove")]
+    record.verdicts = cheapest_ways(record.rows)
+    record.save(update_fields=["rows", "verdicts"])
+    html = _page(viewer_client)
+    assert html.count('<span class="muted">not judged</span>') == 3  # worker: the other ways
+    assert "remove not played in this mode: no comparison" in html

@@ -148,8 +148,11 @@ def main() -> None:
     parser.add_argument("--gate", type=Path, help="serve once this file exists (a slow start)")
     args = parser.parse_args()
     server = build_server(args.state, args.name)
+    parent = os.getppid()
     time.sleep(args.delay)
     while args.gate is not None and not args.gate.exists():
+        if os.getppid() != parent or parent == 1:  # its gateway is gone: never serve
+            sys.exit(0)
         time.sleep(0.02)
     if args.http:
         import uvicorn

@@ -307,7 +307,7 @@ def test_every_page_fits_and_passes_axe_at_every_width(
     context = browser.new_context(
         base_url=live_server.url, viewport={"width": width, "height": 844}
     )
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(30_000)
     page = context.new_page()
     console: list[str] = []
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
@@ -443,7 +443,7 @@ def test_the_admin_passes_axe(
     context = browser.new_context(
         base_url=live_server.url, viewport={"width": width, "height": 844}
     )
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(30_000)
     page = context.new_page()
     found: dict[str, list[str]] = {}
     try:

@@ -29,7 +29,12 @@ from breakers.replay.outage import (
 )
 from runs.models import OutageReplay
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    # A hang guard, not a speed check: on a loaded machine the replay's clock waits for the
+    # control plane to ingest (fail-fast mode most), and these plays ran past 120 s in CI.
+    pytest.mark.timeout(300),
+]
 
 # One run as the vendor comes back, and the story ends: the fleet's cooldown (30 s at least)
 # has not run out by then, so only the runs played on after the story can take the trial.

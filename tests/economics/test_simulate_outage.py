@@ -19,7 +19,12 @@ from breakers.models import FleetTransition, Tool
 from breakers.replay.outage import Scenario, play_outage
 from runs.models import OutageReplay, Run, RunStatus
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    # A hang guard, not a speed check: on a loaded machine the replay's clock waits for the
+    # control plane to ingest (fail-fast mode most), and these plays ran past 120 s in CI.
+    pytest.mark.timeout(300),
+]
 
 # The story's 22-minute window (so runs that start in it fail all the way through, as in the
 # story) with fewer runs and workers, and a tail longer than the capped cooldown so the tool can

@@ -162,6 +162,43 @@ def test_the_api_refuses_agents_and_unknown_tools(client: Client) -> None:
     assert ToolSilence.objects.get().ended_at is None
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["web_search%00", "web%00search", "a" * 5000, "%F0%9F%92%A9", "..%2F..%2Fweb_search", "%FF%FE"],
+)
+def test_the_api_answers_hostile_tool_names_without_a_server_error(
+    client: Client, name: str
+) -> None:
+    operator = AgentToken.issue(name="ops-bot", is_operator=True)[1]
+    silence_of(make_tool("web_search", state="open"))
+    response = unsilence(client, name, operator)
+    assert response.status_code in (400, 404), response.content  # type: ignore[attr-defined]
+    assert ToolSilence.objects.get().ended_at is None
+    assert not OperatorAction.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["\x00", "1\x00", "\u0661", "-1", " 1", "9" * 18, "1e3", "0x1"])
+def test_the_page_answers_hostile_silence_ids_without_a_server_error(
+    operator_client: Client, value: str
+) -> None:
+    tool = make_tool("web_search", state="open")
+    silence_of(tool)
+    response = end(operator_client, tool, value)
+    assert response.status_code == 200  # type: ignore[attr-defined]
+    text = response.content.decode()  # type: ignore[attr-defined]
+    assert "nothing was changed" in text or "has no silence in force" in text
+    assert ToolSilence.objects.get().ended_at is None
+    assert not OperatorAction.objects.exists()
+
+
+def test_an_out_of_range_tool_id_is_not_found(operator_client: Client) -> None:
+    silence_of(make_tool("web_search", state="open"))
+    for pk in (2**63, 10**30):
+        response = operator_client.post(f"/tools/{pk}/unsilence/", {"silence": "1"})
+        assert response.status_code == 404
+    assert ToolSilence.objects.get().ended_at is None
+
+
 def test_the_board_marks_a_silenced_tool_small_with_details_in_its_title(
     viewer_client: Client,
 ) -> None:

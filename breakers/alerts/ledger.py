@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from breakers.fleet.rules import CauseKind
@@ -84,14 +84,15 @@ def incident_ledgers(
         if baseline_start is None:
             baseline_start = start - (end - start)
         windows.append((incident, start, end, min(baseline_start, start)))
+    # The last failed probe of each window, as one aggregate per window in a single query: the
+    # probes themselves are never loaded (a days-long incident may have thousands).
     probes = Q()
-    for incident, start, end, _ in windows:
-        probes |= Q(tool_id=incident.tool_id, started_at__gte=start, started_at__lt=end)
-    failed = (
-        list(Probe.objects.filter(probes, ok=False).values_list("tool_id", "started_at"))
-        if windows
-        else []
-    )
+    last_failed = {}
+    for i, (incident, start, end, _) in enumerate(windows):
+        window = Q(tool_id=incident.tool_id, started_at__gte=start, started_at__lt=end)
+        probes |= window
+        last_failed[f"w{i}"] = Max("started_at", filter=window)
+    seen_until = Probe.objects.filter(probes, ok=False).aggregate(**last_failed) if windows else {}
     return outage_ledgers(
         [
             LedgerWindow(
@@ -99,15 +100,8 @@ def incident_ledgers(
                 start=start,
                 end=end,
                 baseline_start=baseline_start,
-                failures_seen_until=max(
-                    (
-                        at
-                        for tool_id, at in failed
-                        if tool_id == incident.tool_id and start <= at < end
-                    ),
-                    default=None,
-                ),
+                failures_seen_until=seen_until[f"w{i}"],
             )
-            for incident, start, end, baseline_start in windows
+            for i, (incident, start, end, baseline_start) in enumerate(windows)
         ]
     )

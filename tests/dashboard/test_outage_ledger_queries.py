@@ -104,3 +104,23 @@ def test_each_ledger_read_with_others_is_the_one_it_has_alone() -> None:
         assert mine == single
     assert {ledger.failing_run.method for ledger in together} == {"measured", "extrapolated"}
     assert all(ledger.hidden_runs == 3 and ledger.estimated for ledger in together)
+
+
+def test_failures_are_seen_until_the_last_failed_probe_of_each_incident_s_own_window() -> None:
+    first, second = _incidents(2)  # opened 1 h and 2 h ago; the second closed after 10 min
+    for incident in (first, second):
+        opened = incident.opened_at
+        make_probe(incident.tool, at=opened + timedelta(minutes=4), ok=False)  # the last one
+        make_probe(incident.tool, at=opened + timedelta(minutes=5), ok=True)  # not a failure
+    make_probe(second.tool, at=second.opened_at + timedelta(minutes=30), ok=False)  # after close
+    make_probe(make_tool("bystander"), at=first.opened_at + timedelta(minutes=8), ok=False)
+    ledgers = incident_ledgers([first, second])
+    assert [ledger.failures_seen_until for ledger in ledgers] == [
+        first.opened_at + timedelta(minutes=4),
+        second.opened_at + timedelta(minutes=4),
+    ]
+    # Read alone, the one failed probe _incidents gives it (a minute in) is its last.
+    lone = _incidents(1, first=7)[0]
+    assert incident_ledger(incident=lone).failures_seen_until == lone.opened_at + timedelta(
+        minutes=1
+    )

@@ -5,21 +5,15 @@ fails on NULLs: the Outages page, incident pages and the Slack ledgers were a 50
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import redis
-from django.conf import settings
 
 from breakers.alerts.ledger import incident_ledgers
 from breakers.models import Incident
 from tests.dashboard.test_outage_ledger_queries import _incidents
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.sqlite_process import run_on_sqlite
 
 pytestmark = pytest.mark.django_db
 
@@ -68,18 +62,7 @@ print(json.dumps({"ledgers": figures(incident_ledgers(incidents)), "pages": page
 def test_the_ledgers_on_sqlite_are_the_ones_on_postgresql(
     tmp_path: Path, redis_client: redis.Redis
 ) -> None:
-    env = {key: value for key, value in os.environ.items() if key != "TEST_DATABASE_NAME"}
-    env.update(
-        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        REDIS_URL=settings.REDIS_URL,
-        DJANGO_SETTINGS_MODULE="controlplane.settings",
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=180,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_on_sqlite(SCRIPT, tmp_path, timeout=180)
     assert result["pages"] == [200]
 
     _incidents(4)

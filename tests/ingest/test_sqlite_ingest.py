@@ -3,16 +3,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import redis
-from django.conf import settings
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.sqlite_process import run_on_sqlite
 
 SCRIPT = r"""
 import json, django
@@ -63,19 +58,7 @@ print(json.dumps({
 
 
 def test_ingest_works_on_sqlite(tmp_path: Path, redis_client: redis.Redis) -> None:
-    env = {key: value for key, value in os.environ.items() if key != "TEST_DATABASE_NAME"}
-    env.update(
-        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        REDIS_URL=settings.REDIS_URL,
-        DJANGO_SETTINGS_MODULE="controlplane.settings",
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_on_sqlite(SCRIPT, tmp_path, timeout=120)
     assert result["replies"] == [[5, 0, 1], [0, 5, 1], [0, 5, 1]]
     assert result["run"] == ["completed", 1, 1, "0.250000", 2000]
     assert result["dropped"] == 3

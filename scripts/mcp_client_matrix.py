@@ -2,6 +2,7 @@
 gateway (stdio) by a scripted model with no API key, while a tool breaks, opens and comes back.
 
     .venv/bin/python -m scripts.mcp_client_matrix [--cooldown 2] [--clients a,b] [--markdown]
+        [--way remove|refuse]
 
 Per client: does the model's next turn lose the tool; how many calls reach the open tool (are
 refused) before the model stops calling it; does the tool come back once healthy, and how long
@@ -301,6 +302,7 @@ class Row:
     comes_back: bool
     back_after_s: float | None
     cooldown_s: float
+    way: str = "remove"  # how the gateway takes the open tool away (docs/mcp-gateway.md)
 
 
 class Model:
@@ -325,12 +327,15 @@ class Model:
         return offered, True, "error" if is_error else "ok"
 
 
-async def measure(name: str, client: Callable[[Path], Any], cooldown: float, tmp: Path) -> Row:
+async def measure(
+    name: str, client: Callable[[Path], Any], cooldown: float, tmp: Path, way: str = "remove"
+) -> Row:
     flaky = Flaky(tmp / f"{abs(hash(name))}.json")
     config = write_config(
         tmp / f"{abs(hash(name))}-gateway.json",
         {"search": flaky.stdio()},
         breaker={"threshold": THRESHOLD, "cooldown": cooldown, "check_interval": 0.05},
+        way=way,
     )
     async with client(config) as driver:
         model = Model(driver)
@@ -355,6 +360,7 @@ async def measure(name: str, client: Callable[[Path], Any], cooldown: float, tmp
         comes_back=back_after is not None,
         back_after_s=None if back_after is None else round(back_after, 2),
         cooldown_s=cooldown,
+        way=way,
     )
 
 
@@ -370,12 +376,19 @@ async def _comes_back(driver: Driver, opened: float, cooldown: float) -> float |
         await anyio.sleep(0.05)
 
 
-def run_matrix(names: tuple[str, ...] | list[str], *, cooldown: float = 2.0) -> list[Row]:
+def run_matrix(
+    names: tuple[str, ...] | list[str], *, cooldown: float = 2.0, way: str = "remove"
+) -> list[Row]:
     async def main() -> list[Row]:
         with tempfile.TemporaryDirectory() as tmp:
-            return [await measure(n, CLIENTS[n], cooldown, Path(tmp)) for n in names]
+            return [await measure(n, CLIENTS[n], cooldown, Path(tmp), way) for n in names]
 
     return anyio.run(main)
+
+
+def label(row: Row) -> str:
+    name = LABELS.get(row.client, row.client)
+    return name if row.way == "remove" else f"{name}; `way: {row.way}`"
 
 
 def markdown(rows: list[Row]) -> str:
@@ -387,7 +400,7 @@ def markdown(rows: list[Row]) -> str:
     for r in rows:
         back = f"{r.back_after_s} ({r.cooldown_s:g})" if r.comes_back else "no"
         lines.append(
-            f"| {LABELS.get(r.client, r.client)} | {'yes' if r.next_turn_loses_tool else 'no'} "
+            f"| {label(r)} | {'yes' if r.next_turn_loses_tool else 'no'} "
             f"| {r.calls_refused_before_model_stops} | {r.upstream_calls_while_open} "
             f"| {'yes' if r.comes_back else 'no'} | {back} |"
         )
@@ -399,6 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cooldown", type=float, default=2.0)
     parser.add_argument("--clients", help="comma-separated names (default: all)")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--way", choices=("remove", "refuse"), default="remove")
     args = parser.parse_args(argv)
     names = args.clients.split(",") if args.clients else list(CLIENTS)
     if not args.clients and importlib.util.find_spec("fastmcp") is None:
@@ -416,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.clients and missing is not None:
             print(f"skipping {name}: {missing}", file=sys.stderr)
             names.remove(name)
-    rows = run_matrix(names, cooldown=args.cooldown)
+    rows = run_matrix(names, cooldown=args.cooldown, way=args.way)
     print(markdown(rows) if args.markdown else json.dumps([asdict(r) for r in rows], indent=1))
 
 

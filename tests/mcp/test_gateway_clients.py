@@ -14,6 +14,7 @@ from scripts.mcp_client_matrix import (
     LABELS,
     QUICK,
     Row,
+    label,
     langchain_missing,
     markdown,
     run_matrix,
@@ -35,6 +36,17 @@ def test_the_matrix_rows_hold_for_a_relisting_and_a_never_relisting_client() -> 
     assert_published(list(rows.values()))
 
 
+def test_under_refuse_no_client_loses_the_tool_and_one_refusal_stops_the_model() -> None:
+    """`way: refuse` keeps the list unchanged: a re-listing client behaves like one that never
+    re-lists (one refused call, no upstream call), and the tool still comes back."""
+    names = ["session-every-turn", *QUICK]
+    rows = run_matrix(names, cooldown=0.5, way="refuse")
+    for row in rows:
+        assert not row.next_turn_loses_tool and row.calls_refused_before_model_stops == 1
+        assert row.upstream_calls_while_open == 0 and row.comes_back
+    assert_published(rows)
+
+
 def assert_published(rows: list[Row]) -> None:
     """What docs/mcp-clients.md publishes for these rows is what was just measured (all but
     the time column)."""
@@ -42,7 +54,7 @@ def assert_published(rows: list[Row]) -> None:
     for row, line in zip(rows, markdown(rows).splitlines()[2:], strict=True):
         measured = line.rsplit("|", 2)[0]
         assert any(
-            doc.startswith(f"| {LABELS[row.client]} |") and doc.rsplit("|", 2)[0] == measured
+            doc.startswith(f"| {label(row)} |") and doc.rsplit("|", 2)[0] == measured
             for doc in published
         ), f"docs/mcp-clients.md disagrees with the measured row: {measured}"
 

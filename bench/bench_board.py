@@ -257,7 +257,7 @@ def measure(args: argparse.Namespace) -> tuple[float, list[Timing]]:
         ("poll partial, changed (200)", lambda: client.get("/", headers=htmx)),
         ("poll partial, unchanged (304)",
          lambda: client.get("/", headers={**htmx, "If-None-Match": etag})),
-        ("its data alone: fleet_board() (5 queries + 1 Redis pipeline)",
+        ("its data alone: fleet_board() (6 queries + 1 Redis pipeline)",
          lambda: fleet_board(filters=BoardFilters())),
         ("baseline: login page (base template)", lambda: anonymous.get("/accounts/login/")),
         ("baseline: SELECT 1", select_one),
